@@ -1,0 +1,22 @@
+//! janus-kernels: compute on CPU buffers. Knows shapes, strides and dtypes; knows nothing of
+//! tensors, graphs, tapes or macros (those live in `janus-runtime`).
+//!
+//! - [`strided`]: elementwise maps over broadcast/strided operands (rayon above a size threshold).
+//! - [`simd_math`]: vectorised `exp`, `log`, `tanh`, `sigmoid` with runtime CPU-feature dispatch.
+//! - [`reduce`]: sums, max/min/argmax and the numerically stable softmax family.
+//! - [`matmul`]: GEMM through the `gemm` crate with transposes folded into strides.
+//! - [`index`]: `index_select`, `gather`, their adjoints, `one_hot`.
+//! - [`philox`]: the counter-based Philox 4x32-10 random stream.
+#![warn(missing_docs)]
+
+pub mod buffer;
+pub mod dtype;
+pub mod index;
+pub mod matmul;
+pub mod philox;
+pub mod reduce;
+pub mod simd_math;
+pub mod strided;
+
+pub use buffer::CpuBuffer;
+pub use dtype::{DType, Element, Float};

@@ -1,0 +1,279 @@
+//! Reductions along one axis of a contiguous buffer viewed as `[outer, n, inner]`: sum, max,
+//! min, argmax, and the numerically stable softmax family (max-shifted before `exp`).
+
+use crate::dtype::Float;
+use crate::simd_math::with_best_simd;
+use rayon::prelude::*;
+
+/// A contiguous buffer seen as `[outer, n, inner]`, reduced along `n`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ReduceDims {
+    /// Product of the dimensions before the reduced one.
+    pub outer: usize,
+    /// Length of the reduced dimension.
+    pub n: usize,
+    /// Product of the dimensions after the reduced one.
+    pub inner: usize,
+}
+
+impl ReduceDims {
+    /// Splits `shape` around `axis`.
+    pub fn new(shape: &[usize], axis: usize) -> Self {
+        ReduceDims {
+            outer: shape[..axis].iter().product(),
+            n: shape[axis],
+            inner: shape[axis + 1..].iter().product(),
+        }
+    }
+}
+
+const PAR_MIN: usize = 1 << 16;
+
+/// Runs `f(outer_index, src_block, out_block)` for every outer block, in parallel when large.
+fn per_outer<T: Float, O: Send>(
+    src: &[T],
+    d: ReduceDims,
+    out: &mut [O],
+    out_block: usize,
+    f: impl Fn(&[T], &mut [O]) + Sync,
+) {
+    let in_block = d.n * d.inner;
+    if out_block == 0 || d.outer == 0 {
+        return;
+    }
+    if src.len() >= PAR_MIN && d.outer > 1 {
+        out.par_chunks_mut(out_block)
+            .zip(src.par_chunks(in_block.max(1)))
+            .for_each(|(o, s)| f(s, o));
+    } else if in_block == 0 {
+        out.chunks_mut(out_block).for_each(|o| f(&[], o));
+    } else {
+        for (o, s) in out.chunks_mut(out_block).zip(src.chunks(in_block)) {
+            f(s, o);
+        }
+    }
+}
+
+/// Sum of a contiguous row with 16 independent accumulators (vectorisable, and more accurate
+/// than one running sum).
+#[inline(always)]
+fn row_sum<T: Float>(row: &[T]) -> T {
+    let mut acc = [T::ZERO; 16];
+    let chunks = row.chunks_exact(16);
+    let tail = chunks.remainder();
+    for c in chunks {
+        for i in 0..16 {
+            acc[i] += c[i];
+        }
+    }
+    let mut s = T::ZERO;
+    for &x in tail {
+        s += x;
+    }
+    for w in [8, 4, 2, 1] {
+        for i in 0..w {
+            acc[i] = acc[i] + acc[i + w];
+        }
+    }
+    acc[0] + s
+}
+
+/// `out[o, i] = sum_j src[o, j, i]`.
+pub fn sum<T: Float>(src: &[T], d: ReduceDims, out: &mut [T]) {
+    per_outer(src, d, out, d.inner, |s, o| {
+        with_best_simd(|| {
+            if d.inner == 1 {
+                o[0] = row_sum(s);
+            } else {
+                o.fill(T::ZERO);
+                for row in s.chunks_exact(d.inner) {
+                    for (a, &x) in o.iter_mut().zip(row) {
+                        *a += x;
+                    }
+                }
+            }
+        })
+    });
+}
+
+fn fold<T: Float>(src: &[T], d: ReduceDims, out: &mut [T], init: T, op: impl Fn(T, T) -> T + Sync) {
+    per_outer(src, d, out, d.inner, |s, o| {
+        with_best_simd(|| {
+            o.fill(init);
+            for row in s.chunks_exact(d.inner.max(1)) {
+                for (a, &x) in o.iter_mut().zip(row) {
+                    *a = op(*a, x);
+                }
+            }
+        })
+    });
+}
+
+/// `out[o, i] = max_j src[o, j, i]` (NaN propagates; `-inf` for an empty axis).
+pub fn max<T: Float>(src: &[T], d: ReduceDims, out: &mut [T]) {
+    fold(src, d, out, T::NEG_INFINITY, T::max_nan);
+}
+
+/// `out[o, i] = min_j src[o, j, i]` (NaN propagates; `+inf` for an empty axis).
+pub fn min<T: Float>(src: &[T], d: ReduceDims, out: &mut [T]) {
+    fold(src, d, out, T::INFINITY, T::min_nan);
+}
+
+/// Index of the first maximum along the axis (NaN counts as the maximum, as in PyTorch).
+pub fn argmax<T: Float>(src: &[T], d: ReduceDims, out: &mut [i64]) {
+    per_outer(src, d, out, d.inner, |s, o| {
+        for (i, slot) in o.iter_mut().enumerate() {
+            let mut best = T::NEG_INFINITY;
+            let mut at = 0usize;
+            for j in 0..d.n {
+                let x = s[j * d.inner + i];
+                if j == 0 || x > best || (x.is_nan() && !best.is_nan()) {
+                    best = x;
+                    at = j;
+                }
+            }
+            *slot = at as i64;
+        }
+    });
+}
+
+/// Row maximum used as the softmax shift; a row of all `-inf` shifts by 0 so it stays `-inf`
+/// instead of turning into NaN.
+#[inline(always)]
+fn shift<T: Float>(m: T) -> T {
+    if m == T::NEG_INFINITY || m == T::INFINITY { T::ZERO } else { m }
+}
+
+/// Applies `g(shifted_row, out_row)` to each softmax row; for `inner > 1` the row is gathered
+/// into a scratch buffer first and scattered back after.
+fn per_row<T: Float>(src: &[T], d: ReduceDims, out: &mut [T], g: impl Fn(&[T], &mut [T]) + Sync) {
+    per_outer(src, d, out, d.n * d.inner, |s, o| {
+        if d.inner == 1 {
+            g(s, o);
+        } else {
+            let mut row = vec![T::ZERO; d.n];
+            let mut res = vec![T::ZERO; d.n];
+            for i in 0..d.inner {
+                for j in 0..d.n {
+                    row[j] = s[j * d.inner + i];
+                }
+                g(&row, &mut res);
+                for j in 0..d.n {
+                    o[j * d.inner + i] = res[j];
+                }
+            }
+        }
+    });
+}
+
+#[inline(always)]
+fn row_max<T: Float>(row: &[T]) -> T {
+    row.iter().fold(T::NEG_INFINITY, |a, &x| a.max_nan(x))
+}
+
+/// `out = exp(x - m) / sum(exp(x - m))` along the axis, with `m` the row maximum.
+pub fn softmax<T: Float>(src: &[T], d: ReduceDims, out: &mut [T]) {
+    per_row(src, d, out, |x, y| {
+        with_best_simd(|| {
+            let m = shift(row_max(x));
+            for (o, &v) in y.iter_mut().zip(x) {
+                *o = (v - m).fast_exp();
+            }
+            let inv = T::ONE / row_sum(y);
+            for o in y.iter_mut() {
+                *o = *o * inv;
+            }
+        })
+    });
+}
+
+/// `out = (x - m) - log(sum(exp(x - m)))` along the axis.
+pub fn log_softmax<T: Float>(src: &[T], d: ReduceDims, out: &mut [T]) {
+    per_row(src, d, out, |x, y| {
+        with_best_simd(|| {
+            let m = shift(row_max(x));
+            for (o, &v) in y.iter_mut().zip(x) {
+                *o = (v - m).fast_exp();
+            }
+            // (x - m) - log(s), not x - (m + log(s)): the shift is exact, the sum is not.
+            let ls = row_sum(y).fast_ln();
+            for (o, &v) in y.iter_mut().zip(x) {
+                *o = (v - m) - ls;
+            }
+        })
+    });
+}
+
+/// `out = m + log(sum(exp(x - m)))` along the axis (the reduced dimension is removed).
+pub fn logsumexp<T: Float>(src: &[T], d: ReduceDims, out: &mut [T]) {
+    per_outer(src, d, out, d.inner, |s, o| {
+        let mut row = vec![T::ZERO; d.n];
+        for (i, slot) in o.iter_mut().enumerate() {
+            for (j, r) in row.iter_mut().enumerate() {
+                *r = s[j * d.inner + i];
+            }
+            *slot = with_best_simd(|| {
+                let m = row_max(&row);
+                let sh = shift(m);
+                let mut acc = T::ZERO;
+                for &v in &row {
+                    acc += (v - sh).fast_exp();
+                }
+                sh + acc.fast_ln()
+            });
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sums_along_each_axis() {
+        // shape [2, 3, 2]
+        let x: Vec<f64> = (0..12).map(|i| i as f64).collect();
+        let mut o = vec![0.0; 4];
+        sum(&x, ReduceDims::new(&[2, 3, 2], 1), &mut o);
+        assert_eq!(o, [6.0, 9.0, 24.0, 27.0]);
+        let mut o = vec![0.0; 6];
+        sum(&x, ReduceDims::new(&[2, 3, 2], 0), &mut o);
+        assert_eq!(o, [6.0, 8.0, 10.0, 12.0, 14.0, 16.0]);
+        let mut o = vec![0.0; 6];
+        sum(&x, ReduceDims::new(&[2, 3, 2], 2), &mut o);
+        assert_eq!(o, [1.0, 5.0, 9.0, 13.0, 17.0, 21.0]);
+    }
+
+    #[test]
+    fn long_row_sum_matches_f64() {
+        let x: Vec<f32> = (0..100_003).map(|i| ((i * 37) % 101) as f32 * 0.01).collect();
+        let exact: f64 = x.iter().map(|&v| v as f64).sum();
+        let mut o = [0.0f32];
+        sum(&x, ReduceDims { outer: 1, n: x.len(), inner: 1 }, &mut o);
+        assert!(((o[0] as f64 - exact) / exact).abs() < 1e-6);
+    }
+
+    #[test]
+    fn softmax_is_stable_for_large_inputs() {
+        let x = [1000.0f32, 1001.0, f32::NEG_INFINITY];
+        let mut y = [0.0f32; 3];
+        softmax(&x, ReduceDims { outer: 1, n: 3, inner: 1 }, &mut y);
+        let e = 1.0f64.exp();
+        assert!((y[1] as f64 - e / (1.0 + e)).abs() < 1e-6);
+        assert_eq!(y[2], 0.0);
+        let mut l = [0.0f32; 3];
+        log_softmax(&x, ReduceDims { outer: 1, n: 3, inner: 1 }, &mut l);
+        assert!((l[0] as f64 + (1.0 + e).ln()).abs() < 1e-5);
+        let mut s = [0.0f32];
+        logsumexp(&[f32::NEG_INFINITY; 2], ReduceDims { outer: 1, n: 2, inner: 1 }, &mut s);
+        assert_eq!(s[0], f32::NEG_INFINITY);
+    }
+
+    #[test]
+    fn argmax_takes_first_maximum_along_middle_axis() {
+        let x = [1.0f32, 5.0, 5.0, 2.0, 0.0, 7.0]; // [1, 3, 2]
+        let mut o = [0i64; 2];
+        argmax(&x, ReduceDims::new(&[1, 3, 2], 1), &mut o);
+        assert_eq!(o, [1, 2]);
+    }
+}
