@@ -1,1 +1,16 @@
-//! janus
+//! # janus
+//!
+//! Imperative deep learning in Rust that runs as cached, compiled graphs. Write a model step the
+//! ordinary way, one tensor op after another with host `if`s and `for`s; it runs eagerly with
+//! tape autograd, like PyTorch eager.
+//!
+//! This facade re-exports [`janus_runtime`] (tensors, ops, autograd, layers, optimisers,
+//! checkpoints). Start with `use janus::prelude::*;`.
+#![warn(missing_docs)]
+
+pub use janus_runtime::*;
+
+/// The names most programs need: `use janus::prelude::*;`.
+pub mod prelude {
+    pub use janus_runtime::{DType, Device, Grads, Shape, Tensor, no_grad};
+}

@@ -1,1 +1,24 @@
-//! placeholder
+//! janus-runtime: `Tensor`, its ops and their gradients, eager execution with tape autograd,
+//! modules, layers, optimisers and checkpoints.
+//!
+//! Users depend on the `janus` facade crate, which re-exports this crate and the macros.
+#![warn(missing_docs)]
+
+mod api;
+pub use api::Scalar;
+mod autograd;
+mod device;
+pub mod error;
+pub mod ops;
+mod random;
+mod shape;
+mod tensor;
+mod trace;
+
+pub use autograd::{Grads, is_grad_enabled, no_grad};
+pub use device::Device;
+pub use error::{CheckpointError, DeviceError};
+pub use janus_kernels::DType;
+pub use random::{manual_seed, set_stream_position, stream_position};
+pub use shape::{Dim, ReshapeSpec, Shape, broadcast_shapes};
+pub use tensor::Tensor;

@@ -1,0 +1,118 @@
+//! Constructors: literals, fills, ranges and random tensors.
+
+use crate::error::bail;
+use crate::ops::{Arange, Constant, F64Bits, Full, Op, RandFill, apply, source::blocks_used};
+use crate::shape::Shape;
+use crate::tensor::Tensor;
+use crate::{DType, random};
+use janus_kernels::Element;
+use std::sync::Arc;
+
+impl Tensor {
+    /// A tensor from row-major data (`Vec<f32>`, `Vec<f64>`, `Vec<i64>` or `Vec<bool>`).
+    #[track_caller]
+    pub fn from_vec<T: Element>(data: Vec<T>, shape: impl Into<Shape>) -> Tensor {
+        let shape = shape.into();
+        if data.len() != shape.numel() {
+            bail!("from_vec", "{} values cannot fill shape {:?} ({} elements)", data.len(), shape, shape.numel());
+        }
+        apply(Op::Constant(Constant { data: Arc::new(T::wrap(data)), shape }), &[])
+    }
+
+    /// A rank-0 `f32` tensor.
+    pub fn scalar(value: f32) -> Tensor {
+        Tensor::scalar_dtype(value as f64, DType::F32)
+    }
+
+    /// A rank-0 tensor of `dtype`.
+    pub fn scalar_dtype(value: f64, dtype: DType) -> Tensor {
+        Tensor::full_dtype(Shape::scalar(), value, dtype)
+    }
+
+    /// A tensor of `dtype` with every element equal to `value`.
+    pub fn full_dtype(shape: impl Into<Shape>, value: f64, dtype: DType) -> Tensor {
+        apply(Op::Full(Full { shape: shape.into(), dtype, value: F64Bits::new(value) }), &[])
+    }
+
+    /// An `f32` tensor with every element equal to `value`.
+    pub fn full(shape: impl Into<Shape>, value: f64) -> Tensor {
+        Tensor::full_dtype(shape, value, DType::F32)
+    }
+
+    /// `f32` zeros.
+    pub fn zeros(shape: impl Into<Shape>) -> Tensor {
+        Tensor::full(shape, 0.0)
+    }
+
+    /// `f32` ones.
+    pub fn ones(shape: impl Into<Shape>) -> Tensor {
+        Tensor::full(shape, 1.0)
+    }
+
+    /// Zeros of `dtype`.
+    pub fn zeros_dtype(shape: impl Into<Shape>, dtype: DType) -> Tensor {
+        Tensor::full_dtype(shape, 0.0, dtype)
+    }
+
+    /// Zeros with this tensor's shape and dtype.
+    pub fn zeros_like(t: &Tensor) -> Tensor {
+        Tensor::full_dtype(t.shape(), 0.0, t.dtype())
+    }
+
+    /// Ones with this tensor's shape and dtype.
+    pub fn ones_like(t: &Tensor) -> Tensor {
+        Tensor::full_dtype(t.shape(), 1.0, t.dtype())
+    }
+
+    /// `value` everywhere, with this tensor's shape and dtype.
+    pub fn full_like(t: &Tensor, value: f64) -> Tensor {
+        Tensor::full_dtype(t.shape(), value, t.dtype())
+    }
+
+    /// `[0, 1, ..., n - 1]` as `i64`.
+    pub fn arange(n: usize) -> Tensor {
+        apply(Op::Arange(Arange { n }), &[])
+    }
+
+    /// Standard normal `f32` samples from the thread's Philox stream.
+    pub fn randn(shape: impl Into<Shape>) -> Tensor {
+        Tensor::randn_dtype(shape, DType::F32)
+    }
+
+    /// Uniform `[0, 1)` `f32` samples from the thread's Philox stream.
+    pub fn rand(shape: impl Into<Shape>) -> Tensor {
+        Tensor::rand_dtype(shape, DType::F32)
+    }
+
+    /// Standard normal samples of a float `dtype`.
+    #[track_caller]
+    pub fn randn_dtype(shape: impl Into<Shape>, dtype: DType) -> Tensor {
+        random_fill(shape.into(), dtype, true)
+    }
+
+    /// Uniform `[0, 1)` samples of a float `dtype`.
+    #[track_caller]
+    pub fn rand_dtype(shape: impl Into<Shape>, dtype: DType) -> Tensor {
+        random_fill(shape.into(), dtype, false)
+    }
+
+    /// One category index per row of non-negative weights (`[rows, classes]` gives `i64
+    /// [rows]`; `[classes]` gives a scalar), drawn from the thread's Philox stream.
+    #[track_caller]
+    pub fn multinomial(&self) -> Tensor {
+        let rows = if self.rank() == 2 { self.dims()[0] } else { 1 };
+        let dtype = if self.dtype().is_float() { self.dtype() } else { DType::F32 };
+        let state = random::take(blocks_used(dtype, rows));
+        apply(Op::Multinomial, &[self, &state])
+    }
+}
+
+#[track_caller]
+fn random_fill(shape: Shape, dtype: DType, normal: bool) -> Tensor {
+    if !dtype.is_float() {
+        bail!(if normal { "randn" } else { "rand" }, "random samples must be a float dtype, got {dtype}");
+    }
+    let state = random::take(blocks_used(dtype, shape.numel()));
+    let p = RandFill { shape, dtype };
+    apply(if normal { Op::RandNormal(p) } else { Op::RandUniform(p) }, &[&state])
+}

@@ -1,0 +1,173 @@
+//! Elementwise methods: unary functions, arithmetic, comparisons, `where_cond`, conversions.
+
+use crate::error::{DeviceError, bail};
+use crate::ops::{BinaryOp, Cast, Clamp, CmpOp, F64Bits, Op, Powf, UnaryOp, apply};
+use crate::tensor::Tensor;
+use crate::{DType, Device};
+
+macro_rules! unary_methods {
+    ($($(#[$doc:meta])* $name:ident => $op:ident;)*) => {
+        impl Tensor {
+            $(
+                $(#[$doc])*
+                #[track_caller]
+                pub fn $name(&self) -> Tensor {
+                    apply(Op::Unary(UnaryOp::$op), &[self])
+                }
+            )*
+        }
+    };
+}
+
+unary_methods! {
+    /// `-x`.
+    neg => Neg;
+    /// `e^x` (vectorised in `f32`).
+    exp => Exp;
+    /// Natural logarithm (vectorised in `f32`).
+    log => Log;
+    /// Square root.
+    sqrt => Sqrt;
+    /// Absolute value.
+    abs => Abs;
+    /// Hyperbolic tangent (vectorised in `f32`).
+    tanh => Tanh;
+    /// Logistic sigmoid `1 / (1 + e^-x)` (vectorised in `f32`).
+    sigmoid => Sigmoid;
+    /// `max(x, 0)`.
+    relu => Relu;
+    /// `x * x`.
+    square => Square;
+    /// `1 / x`.
+    recip => Recip;
+    /// `-1`, `0` or `1` by the sign of `x`.
+    sign => Sign;
+    /// Logical not of a `bool` tensor.
+    logical_not => Not;
+}
+
+macro_rules! binary_methods {
+    ($($(#[$doc:meta])* $name:ident => $op:expr;)*) => {
+        impl Tensor {
+            $(
+                $(#[$doc])*
+                #[track_caller]
+                pub fn $name(&self, other: &Tensor) -> Tensor {
+                    apply($op, &[self, other])
+                }
+            )*
+        }
+    };
+}
+
+binary_methods! {
+    /// `self + other`, broadcasting.
+    add => Op::Binary(BinaryOp::Add);
+    /// `self - other`, broadcasting.
+    sub => Op::Binary(BinaryOp::Sub);
+    /// `self * other`, broadcasting.
+    mul => Op::Binary(BinaryOp::Mul);
+    /// `self / other`, broadcasting (floats only).
+    div => Op::Binary(BinaryOp::Div);
+    /// Elementwise maximum, broadcasting; NaN propagates.
+    maximum => Op::Binary(BinaryOp::Maximum);
+    /// Elementwise minimum, broadcasting; NaN propagates.
+    minimum => Op::Binary(BinaryOp::Minimum);
+    /// Logical and of `bool` tensors.
+    logical_and => Op::Binary(BinaryOp::And);
+    /// Logical or of `bool` tensors.
+    logical_or => Op::Binary(BinaryOp::Or);
+    /// `self > other` as `bool`.
+    gt => Op::Compare(CmpOp::Gt);
+    /// `self >= other` as `bool`.
+    ge => Op::Compare(CmpOp::Ge);
+    /// `self < other` as `bool`.
+    lt => Op::Compare(CmpOp::Lt);
+    /// `self <= other` as `bool`.
+    le => Op::Compare(CmpOp::Le);
+    /// `self == other` as `bool`.
+    eq => Op::Compare(CmpOp::Eq);
+    /// `self != other` as `bool`.
+    ne => Op::Compare(CmpOp::Ne);
+}
+
+macro_rules! scalar_compare_methods {
+    ($($(#[$doc:meta])* $name:ident => $cmp:ident;)*) => {
+        impl Tensor {
+            $(
+                $(#[$doc])*
+                #[track_caller]
+                pub fn $name(&self, value: f64) -> Tensor {
+                    apply(Op::Compare(CmpOp::$cmp), &[self, &self.scalar_like(value)])
+                }
+            )*
+        }
+    };
+}
+
+scalar_compare_methods! {
+    /// `self > value` as `bool`.
+    gt_scalar => Gt;
+    /// `self >= value` as `bool`.
+    ge_scalar => Ge;
+    /// `self < value` as `bool`.
+    lt_scalar => Lt;
+    /// `self <= value` as `bool`.
+    le_scalar => Le;
+    /// `self == value` as `bool`.
+    eq_scalar => Eq;
+}
+
+impl Tensor {
+    /// A rank-0 tensor of this tensor's dtype (for scalar operands).
+    pub(crate) fn scalar_like(&self, value: f64) -> Tensor {
+        Tensor::scalar_dtype(value, self.dtype())
+    }
+
+    /// `self^exponent` elementwise.
+    #[track_caller]
+    pub fn powf(&self, exponent: f64) -> Tensor {
+        apply(Op::Powf(Powf { exponent: F64Bits::new(exponent) }), &[self])
+    }
+
+    /// Clamps every element into `[min, max]`.
+    #[track_caller]
+    pub fn clamp(&self, min: f64, max: f64) -> Tensor {
+        if min > max {
+            bail!("clamp", "min {min} is greater than max {max} (tensor {:?})", self.shape());
+        }
+        apply(Op::Clamp(Clamp { min: F64Bits::new(min), max: F64Bits::new(max) }), &[self])
+    }
+
+    /// `on_true` where this `bool` tensor is true, else `on_false`, broadcasting all three.
+    #[track_caller]
+    pub fn where_cond(&self, on_true: &Tensor, on_false: &Tensor) -> Tensor {
+        apply(Op::Where, &[self, on_true, on_false])
+    }
+
+    /// Converts to another dtype (floats truncate toward zero into `i64`; non-zero is `true`).
+    #[track_caller]
+    pub fn to_dtype(&self, dtype: DType) -> Tensor {
+        if self.dtype() == dtype {
+            return self.clone();
+        }
+        apply(Op::Cast(Cast { dtype }), &[self])
+    }
+
+    /// Moves to `device`. Panics where [`try_to_device`](Tensor::try_to_device) errs.
+    #[track_caller]
+    pub fn to_device(&self, device: Device) -> Tensor {
+        match self.try_to_device(device) {
+            Ok(t) => t,
+            Err(e) => bail!("to_device", "{e} (tensor {:?})", self.shape()),
+        }
+    }
+
+    /// Moves to `device`, or explains why it cannot.
+    pub fn try_to_device(&self, device: Device) -> Result<Tensor, DeviceError> {
+        match device {
+            Device::Cpu => Ok(self.clone()),
+            Device::Cuda(_) => Err(DeviceError::Unavailable { device, reason: "this build has no CUDA backend yet" }),
+        }
+    }
+}

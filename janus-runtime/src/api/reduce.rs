@@ -1,0 +1,141 @@
+//! Reduction methods (sums and means, max/min/argmax, logsumexp, softmax) and `matmul`.
+
+use crate::ops::{Axis, DimList, Op, ReduceDim, Sum, apply};
+use crate::shape::Dim;
+use crate::tensor::Tensor;
+
+impl Tensor {
+    /// Sum over the given dimensions (each non-negative and in range; duplicates ignored).
+    #[track_caller]
+    pub fn sum_dims(&self, dims: &[usize], keepdim: bool) -> Tensor {
+        let mut d: DimList = dims.iter().map(|&x| self.resolve_dim("sum", x, 0)).collect();
+        d.sort_unstable();
+        d.dedup();
+        if d.is_empty() && !keepdim {
+            return self.clone();
+        }
+        apply(Op::Sum(Sum { dims: d, keepdim }), &[self])
+    }
+
+    /// Sum of all elements (rank 0).
+    #[track_caller]
+    pub fn sum_all(&self) -> Tensor {
+        let all: Vec<usize> = (0..self.rank()).collect();
+        apply(Op::Sum(Sum { dims: all.into_iter().collect(), keepdim: false }), &[self])
+    }
+
+    /// Mean of all elements (rank 0).
+    #[track_caller]
+    pub fn mean_all(&self) -> Tensor {
+        self.sum_all() * (1.0 / self.numel() as f64)
+    }
+
+    /// Sum along `dim`, removing it.
+    #[track_caller]
+    pub fn sum(&self, dim: impl Dim) -> Tensor {
+        let d = self.resolve_dim("sum", dim, 0);
+        self.sum_dims(&[d], false)
+    }
+
+    /// Sum along `dim`, keeping it as size 1.
+    #[track_caller]
+    pub fn sum_keepdim(&self, dim: impl Dim) -> Tensor {
+        let d = self.resolve_dim("sum", dim, 0);
+        self.sum_dims(&[d], true)
+    }
+
+    /// Mean along `dim`, removing it.
+    #[track_caller]
+    pub fn mean(&self, dim: impl Dim) -> Tensor {
+        let d = self.resolve_dim("mean", dim, 0);
+        self.sum_dims(&[d], false) * (1.0 / self.dims()[d] as f64)
+    }
+
+    /// Mean along `dim`, keeping it as size 1.
+    #[track_caller]
+    pub fn mean_keepdim(&self, dim: impl Dim) -> Tensor {
+        let d = self.resolve_dim("mean", dim, 0);
+        self.sum_dims(&[d], true) * (1.0 / self.dims()[d] as f64)
+    }
+
+    #[track_caller]
+    fn along(&self, name: &str, dim: impl Dim, keepdim: bool, make: fn(ReduceDim) -> Op) -> Tensor {
+        let dim = self.resolve_dim(name, dim, 0);
+        apply(make(ReduceDim { dim, keepdim }), &[self])
+    }
+
+    /// Maximum along `dim` (values only; see [`argmax`](Tensor::argmax)).
+    #[track_caller]
+    pub fn max(&self, dim: impl Dim) -> Tensor {
+        self.along("max", dim, false, Op::Max)
+    }
+
+    /// Maximum along `dim`, keeping it as size 1.
+    #[track_caller]
+    pub fn max_keepdim(&self, dim: impl Dim) -> Tensor {
+        self.along("max", dim, true, Op::Max)
+    }
+
+    /// Minimum along `dim`.
+    #[track_caller]
+    pub fn min(&self, dim: impl Dim) -> Tensor {
+        self.along("min", dim, false, Op::Min)
+    }
+
+    /// Minimum along `dim`, keeping it as size 1.
+    #[track_caller]
+    pub fn min_keepdim(&self, dim: impl Dim) -> Tensor {
+        self.along("min", dim, true, Op::Min)
+    }
+
+    /// Maximum of all elements (rank 0).
+    #[track_caller]
+    pub fn max_all(&self) -> Tensor {
+        self.reshape([-1]).max(0)
+    }
+
+    /// Minimum of all elements (rank 0).
+    #[track_caller]
+    pub fn min_all(&self) -> Tensor {
+        self.reshape([-1]).min(0)
+    }
+
+    /// Index of the first maximum along `dim`, as `i64`.
+    #[track_caller]
+    pub fn argmax(&self, dim: impl Dim) -> Tensor {
+        self.along("argmax", dim, false, Op::ArgMax)
+    }
+
+    /// `log(sum(exp(x)))` along `dim`, computed stably.
+    #[track_caller]
+    pub fn logsumexp(&self, dim: impl Dim) -> Tensor {
+        self.along("logsumexp", dim, false, Op::LogSumExp)
+    }
+
+    /// `log(sum(exp(x)))` along `dim`, keeping it as size 1.
+    #[track_caller]
+    pub fn logsumexp_keepdim(&self, dim: impl Dim) -> Tensor {
+        self.along("logsumexp", dim, true, Op::LogSumExp)
+    }
+
+    /// Softmax along `dim`, computed stably.
+    #[track_caller]
+    pub fn softmax(&self, dim: impl Dim) -> Tensor {
+        let dim = self.resolve_dim("softmax", dim, 0);
+        apply(Op::Softmax(Axis { dim }), &[self])
+    }
+
+    /// Log-softmax along `dim`, computed stably.
+    #[track_caller]
+    pub fn log_softmax(&self, dim: impl Dim) -> Tensor {
+        let dim = self.resolve_dim("log_softmax", dim, 0);
+        apply(Op::LogSoftmax(Axis { dim }), &[self])
+    }
+
+    /// Matrix product: `[m, k] @ [k, n]`, or batched `[b, m, k] @ [b, k, n]` where either
+    /// operand may be 2-D or have batch 1 (broadcast). Transposed operands are not copied.
+    #[track_caller]
+    pub fn matmul(&self, other: &Tensor) -> Tensor {
+        apply(Op::MatMul, &[self, other])
+    }
+}

@@ -1,0 +1,247 @@
+//! Reverse-mode autograd. The graph is owned by the tensors (DESIGN §13 rule 14): a tensor that
+//! needs gradients holds an `Arc` to the node that produced it, and a node holds its inputs. There
+//! is no global tape, so a forward pass that is never differentiated just drops.
+//!
+//! `backward()` walks the nodes in reverse topological order and runs each node's VJP. Op nodes
+//! use the VJP rules of [`crate::ops`], written once in terms of `Tensor` ops; custom nodes (a
+//! compiled fragment) bring their own backward.
+
+use crate::error::bail;
+use crate::ops::Op;
+use crate::tensor::Tensor;
+use std::cell::Cell;
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// A tensor's place in the autograd graph.
+#[derive(Clone, Default)]
+pub(crate) enum GradMeta {
+    /// Constant with respect to every parameter.
+    #[default]
+    None,
+    /// A leaf whose gradient `backward()` reports.
+    Leaf,
+    /// Output `index` of `node`.
+    Node(Arc<GradNode>, usize),
+}
+
+/// One recorded computation: its inputs (the edges to earlier nodes) and how to differentiate it.
+pub(crate) struct GradNode {
+    pub(crate) id: u64,
+    pub(crate) inputs: Vec<Tensor>,
+    pub(crate) backward: NodeBackward,
+}
+
+pub(crate) enum NodeBackward {
+    /// A primitive op with a single output, saved without its own grad history (no cycle).
+    Op { op: Op, output: Tensor },
+    /// A multi-output computation with its own backward (e.g. a compiled fragment).
+    Custom(Box<dyn CustomBackward>),
+}
+
+/// The backward of a multi-output node.
+pub(crate) trait CustomBackward: Send + Sync {
+    /// Number of outputs.
+    fn num_outputs(&self) -> usize;
+    /// Input gradients (one slot per node input) from output cotangents (`None` = zero).
+    fn backward(&self, inputs: &[Tensor], grads: &[Option<Tensor>]) -> Vec<Option<Tensor>>;
+}
+
+static NEXT_NODE: AtomicU64 = AtomicU64::new(1);
+
+impl GradNode {
+    pub(crate) fn new(inputs: Vec<Tensor>, backward: NodeBackward) -> Arc<GradNode> {
+        Arc::new(GradNode { id: NEXT_NODE.fetch_add(1, Ordering::Relaxed), inputs, backward })
+    }
+
+    fn num_outputs(&self) -> usize {
+        match &self.backward {
+            NodeBackward::Op { .. } => 1,
+            NodeBackward::Custom(c) => c.num_outputs(),
+        }
+    }
+}
+
+thread_local! {
+    static GRAD_ENABLED: Cell<bool> = const { Cell::new(true) };
+}
+
+/// Whether ops on this thread currently record autograd nodes.
+pub fn is_grad_enabled() -> bool {
+    GRAD_ENABLED.with(Cell::get)
+}
+
+/// Runs `f` with gradient recording disabled on this thread (like `torch.no_grad()`); results
+/// computed inside have no autograd history. Restores the previous mode even if `f` panics.
+pub fn no_grad<R>(f: impl FnOnce() -> R) -> R {
+    struct Restore(bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            GRAD_ENABLED.with(|g| g.set(self.0));
+        }
+    }
+    let _restore = Restore(GRAD_ENABLED.with(|g| g.replace(false)));
+    f()
+}
+
+impl Tensor {
+    /// This tensor as a gradient leaf: a new handle (new id) over the same storage whose
+    /// gradient `backward()` reports. Like PyTorch's `requires_grad_()`, for floats only.
+    #[track_caller]
+    pub fn requires_grad(self) -> Tensor {
+        if !self.dtype().is_float() {
+            bail!("requires_grad", "only float tensors can require gradients, got {} {:?}", self.dtype(), self.shape());
+        }
+        Tensor::from_parts(self.shape().clone(), self.dtype(), self.0.data.clone(), GradMeta::Leaf)
+    }
+
+    /// A new handle over the same storage without autograd history.
+    pub fn detach(&self) -> Tensor {
+        if matches!(self.0.grad, GradMeta::None) {
+            return self.clone();
+        }
+        Tensor::from_parts(self.shape().clone(), self.dtype(), self.0.data.clone(), GradMeta::None)
+    }
+
+    /// Whether gradients flow to this tensor: a leaf that requires grad, or a result with
+    /// autograd history.
+    pub fn needs_grad(&self) -> bool {
+        !matches!(self.0.grad, GradMeta::None)
+    }
+
+    /// Whether this tensor is a gradient leaf created by [`requires_grad`](Tensor::requires_grad).
+    pub fn is_leaf(&self) -> bool {
+        matches!(self.0.grad, GradMeta::Leaf)
+    }
+
+    /// Gradients of this scalar with respect to every leaf it depends on.
+    ///
+    /// Panics if the tensor has more than one element or no autograd history.
+    #[track_caller]
+    pub fn backward(&self) -> Grads {
+        if self.numel() != 1 {
+            bail!("backward", "gradients can only be implicitly seeded for a one-element tensor, got shape {:?}; use backward_with", self.shape());
+        }
+        let seed = Tensor::ones_like(self);
+        self.backward_with(&seed)
+    }
+
+    /// Gradients of `sum(self * seed)` with respect to every leaf it depends on.
+    #[track_caller]
+    pub fn backward_with(&self, seed: &Tensor) -> Grads {
+        if !self.needs_grad() {
+            bail!("backward", "tensor {:?} does not require grad: no leaf it depends on was created with requires_grad()", self.shape());
+        }
+        if seed.shape() != self.shape() || seed.dtype() != self.dtype() {
+            bail!("backward", "seed {} {:?} does not match the tensor's {} {:?}", seed.dtype(), seed.shape(), self.dtype(), self.shape());
+        }
+        crate::trace::on_backward(self);
+        no_grad(|| run_backward(self, seed.clone()))
+    }
+}
+
+/// Post-order of the nodes reachable from `root` (inputs before the nodes that use them).
+fn topo_order(root: &Arc<GradNode>) -> Vec<Arc<GradNode>> {
+    let mut order = Vec::new();
+    let mut seen = HashSet::new();
+    // Iterative DFS: (node, next input to visit).
+    let mut stack: Vec<(Arc<GradNode>, usize)> = vec![(root.clone(), 0)];
+    seen.insert(root.id);
+    while let Some((node, i)) = stack.pop() {
+        if i < node.inputs.len() {
+            let next = node.inputs[i].0.grad.clone();
+            stack.push((node, i + 1));
+            if let GradMeta::Node(child, _) = next
+                && seen.insert(child.id)
+            {
+                stack.push((child, 0));
+            }
+        } else {
+            order.push(node);
+        }
+    }
+    order
+}
+
+fn accumulate(slot: &mut Option<Tensor>, g: Tensor) {
+    *slot = Some(match slot.take() {
+        Some(prev) => &prev + &g,
+        None => g,
+    });
+}
+
+fn run_backward(root: &Tensor, seed: Tensor) -> Grads {
+    let mut leaves: HashMap<u64, Tensor> = HashMap::new();
+    let (root_node, root_index) = match &root.0.grad {
+        GradMeta::Leaf => {
+            leaves.insert(root.id(), seed);
+            return Grads { leaves };
+        }
+        GradMeta::Node(n, i) => (n.clone(), *i),
+        GradMeta::None => unreachable!("checked by backward_with"),
+    };
+    let order = topo_order(&root_node);
+    let mut pending: HashMap<u64, Vec<Option<Tensor>>> = HashMap::new();
+    let mut root_grads = vec![None; root_node.num_outputs()];
+    root_grads[root_index] = Some(seed);
+    pending.insert(root_node.id, root_grads);
+    for node in order.iter().rev() {
+        let Some(outs) = pending.remove(&node.id) else { continue };
+        let input_grads = match &node.backward {
+            NodeBackward::Op { op, output } => match &outs[0] {
+                Some(g) => op.vjp(&node.inputs, output, g),
+                None => continue,
+            },
+            NodeBackward::Custom(c) => c.backward(&node.inputs, &outs),
+        };
+        for (input, g) in node.inputs.iter().zip(input_grads) {
+            let Some(g) = g else { continue };
+            match &input.0.grad {
+                GradMeta::None => {}
+                GradMeta::Leaf => {
+                    let slot = leaves.remove(&input.id());
+                    let mut slot = slot;
+                    accumulate(&mut slot, g);
+                    leaves.insert(input.id(), slot.expect("just accumulated"));
+                }
+                GradMeta::Node(n, i) => {
+                    let slots = pending.entry(n.id).or_insert_with(|| vec![None; n.num_outputs()]);
+                    accumulate(&mut slots[*i], g);
+                }
+            }
+        }
+    }
+    Grads { leaves }
+}
+
+/// Gradients from [`Tensor::backward`], keyed by the identity of each leaf.
+#[derive(Clone, Default)]
+pub struct Grads {
+    pub(crate) leaves: HashMap<u64, Tensor>,
+}
+
+impl Grads {
+    /// The gradient of `leaf`, if the loss depends on it.
+    pub fn get(&self, leaf: &Tensor) -> Option<&Tensor> {
+        self.leaves.get(&leaf.id())
+    }
+
+    /// Number of leaves with a gradient.
+    pub fn len(&self) -> usize {
+        self.leaves.len()
+    }
+
+    /// Whether no leaf received a gradient.
+    pub fn is_empty(&self) -> bool {
+        self.leaves.is_empty()
+    }
+}
+
+impl std::fmt::Debug for Grads {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut ids: Vec<_> = self.leaves.keys().collect();
+        ids.sort();
+        f.debug_struct("Grads").field("leaf_ids", &ids).finish()
+    }
+}

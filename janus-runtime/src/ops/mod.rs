@@ -1,0 +1,490 @@
+//! The op table: every primitive op, with its parameters as named-field `Hash + Eq` structs (so a
+//! graph of ops doubles as its own cache key), and for each op its shape rule, its eager kernel
+//! call and its gradient (VJP). The rules live next to each other in one family module per kind
+//! of op; this file is the index that dispatches to them.
+//!
+//! [`apply`] is the single entry point of every op: it checks and infers the result type,
+//! computes (when the inputs are concrete), attaches an autograd node when an input needs
+//! gradients, and records a graph node when a trace is active on this thread.
+
+pub(crate) mod elementwise;
+pub(crate) mod index;
+pub(crate) mod linalg;
+pub(crate) mod reduce;
+pub(crate) mod shape_ops;
+pub(crate) mod source;
+
+use crate::autograd::{GradMeta, GradNode, NodeBackward, is_grad_enabled};
+use crate::shape::Shape;
+use crate::tensor::{Data, Tensor};
+use crate::DType;
+use smallvec::SmallVec;
+
+pub use elementwise::{BinaryOp, CmpOp, UnaryOp};
+
+/// An `f64` stored by its bits, so op parameters can be hashed and compared exactly.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct F64Bits(u64);
+
+impl F64Bits {
+    /// Wraps a value.
+    pub fn new(v: f64) -> Self {
+        F64Bits(v.to_bits())
+    }
+    /// The value.
+    pub fn get(self) -> f64 {
+        f64::from_bits(self.0)
+    }
+}
+
+impl std::fmt::Debug for F64Bits {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.get())
+    }
+}
+
+/// Dimension lists in op parameters.
+pub type DimList = SmallVec<[usize; 4]>;
+
+/// A constant fill: `zeros`, `ones`, `full`, `scalar`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Full {
+    /// Result shape.
+    pub shape: Shape,
+    /// Result dtype.
+    pub dtype: DType,
+    /// The value every element takes.
+    pub value: F64Bits,
+}
+
+/// `0..n` as `i64`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Arange {
+    /// Number of elements.
+    pub n: usize,
+}
+
+/// Literal data baked into a graph (from `Tensor::from_vec` inside a trace).
+#[derive(Clone, Debug)]
+pub struct Constant {
+    /// The values, shared.
+    pub data: std::sync::Arc<janus_kernels::CpuBuffer>,
+    /// Result shape.
+    pub shape: Shape,
+}
+
+impl PartialEq for Constant {
+    fn eq(&self, other: &Self) -> bool {
+        self.shape == other.shape && bits_of(&self.data) == bits_of(&other.data)
+    }
+}
+impl Eq for Constant {}
+impl std::hash::Hash for Constant {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.shape.hash(state);
+        bits_of(&self.data).hash(state);
+    }
+}
+
+fn bits_of(b: &janus_kernels::CpuBuffer) -> Vec<u64> {
+    (0..b.len()).map(|i| b.get_f64(i).to_bits()).collect()
+}
+
+/// Random fills; their single input is the stream state `i64[2] = (key, counter)`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct RandFill {
+    /// Result shape.
+    pub shape: Shape,
+    /// Result dtype (a float).
+    pub dtype: DType,
+}
+
+/// `x^p` for a constant exponent.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Powf {
+    /// The exponent.
+    pub exponent: F64Bits,
+}
+
+/// `min(max(x, lo), hi)`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Clamp {
+    /// Lower bound.
+    pub min: F64Bits,
+    /// Upper bound.
+    pub max: F64Bits,
+}
+
+/// Conversion to another dtype.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Cast {
+    /// Target dtype.
+    pub dtype: DType,
+}
+
+/// Sum over a set of dimensions.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Sum {
+    /// Reduced dimensions, sorted and unique.
+    pub dims: DimList,
+    /// Keep reduced dimensions as size 1.
+    pub keepdim: bool,
+}
+
+/// A reduction along one dimension.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ReduceDim {
+    /// The dimension.
+    pub dim: usize,
+    /// Keep it as size 1.
+    pub keepdim: bool,
+}
+
+/// An op along one dimension that keeps the shape (softmax) or concatenates (cat).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Axis {
+    /// The dimension.
+    pub dim: usize,
+}
+
+/// Reinterpret with another shape of the same element count.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Reshape {
+    /// Result shape.
+    pub shape: Shape,
+}
+
+/// Reorder dimensions: result dim `i` is input dim `perm[i]`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Permute {
+    /// The permutation.
+    pub perm: DimList,
+}
+
+/// The slice `start..start + len` of one dimension.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Narrow {
+    /// The dimension.
+    pub dim: usize,
+    /// First index kept.
+    pub start: usize,
+    /// Number of indices kept.
+    pub len: usize,
+}
+
+/// Zero padding along one dimension (the adjoint of [`Narrow`]).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Pad {
+    /// The dimension.
+    pub dim: usize,
+    /// Zeros before.
+    pub before: usize,
+    /// Zeros after.
+    pub after: usize,
+}
+
+/// NumPy broadcast to a larger shape.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct BroadcastTo {
+    /// Result shape.
+    pub shape: Shape,
+}
+
+/// `out[.., idx[j], ..] += src[.., j, ..]` into zeros of length `size` along `dim`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct IndexAdd {
+    /// The dimension.
+    pub dim: usize,
+    /// Its length in the result.
+    pub size: usize,
+}
+
+/// `out[p with dim = idx[p]] += src[p]` into zeros of `shape`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ScatterAdd {
+    /// The dimension.
+    pub dim: usize,
+    /// Result shape.
+    pub shape: Shape,
+}
+
+/// One-hot encoding of `i64` class indices.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct OneHot {
+    /// Number of classes (the new last dimension).
+    pub classes: usize,
+    /// Result dtype.
+    pub dtype: DType,
+}
+
+/// Every primitive op. Composite ops (`mean`, `cross_entropy`, `stack`, ...) are built from
+/// these in [`crate::tensor_ops`].
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Op {
+    /// Constant fill.
+    Full(Full),
+    /// `0..n`.
+    Arange(Arange),
+    /// Literal data.
+    Constant(Constant),
+    /// Uniform `[0, 1)` samples.
+    RandUniform(RandFill),
+    /// Standard normal samples.
+    RandNormal(RandFill),
+    /// One category per row of a weight matrix; inputs: weights, stream state.
+    Multinomial,
+    /// Elementwise function of one operand.
+    Unary(UnaryOp),
+    /// Elementwise power with a constant exponent.
+    Powf(Powf),
+    /// Elementwise clamp.
+    Clamp(Clamp),
+    /// Dtype conversion.
+    Cast(Cast),
+    /// Broadcasting arithmetic.
+    Binary(BinaryOp),
+    /// Broadcasting comparison, producing `bool`.
+    Compare(CmpOp),
+    /// `cond ? a : b`, broadcasting.
+    Where,
+    /// Sum over dimensions.
+    Sum(Sum),
+    /// Maximum along a dimension.
+    Max(ReduceDim),
+    /// Minimum along a dimension.
+    Min(ReduceDim),
+    /// Index of the maximum along a dimension.
+    ArgMax(ReduceDim),
+    /// `log(sum(exp(x)))` along a dimension.
+    LogSumExp(ReduceDim),
+    /// Softmax along a dimension.
+    Softmax(Axis),
+    /// Log-softmax along a dimension.
+    LogSoftmax(Axis),
+    /// Matrix product (2-D, or batched 3-D with broadcasting of the batch).
+    MatMul,
+    /// Reshape (a view when the input is contiguous).
+    Reshape(Reshape),
+    /// Dimension permutation (a view).
+    Permute(Permute),
+    /// Slice of one dimension (a view).
+    Narrow(Narrow),
+    /// Zero padding of one dimension.
+    Pad(Pad),
+    /// Broadcast (a view).
+    BroadcastTo(BroadcastTo),
+    /// Concatenation along a dimension (n-ary).
+    Cat(Axis),
+    /// Select slices along a dimension by an `i64` index vector.
+    IndexSelect(Axis),
+    /// Adjoint of `IndexSelect`.
+    IndexAdd(IndexAdd),
+    /// Gather along a dimension by a same-rank `i64` index tensor.
+    Gather(Axis),
+    /// Adjoint of `Gather`.
+    ScatterAdd(ScatterAdd),
+    /// One-hot encoding.
+    OneHot(OneHot),
+}
+
+/// The result type an op's shape rule infers.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct TensorType {
+    /// Result shape.
+    pub shape: Shape,
+    /// Result dtype.
+    pub dtype: DType,
+}
+
+impl Op {
+    /// The user-facing name, as used in error messages and graph dumps.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Op::Full(_) => "full",
+            Op::Arange(_) => "arange",
+            Op::Constant(_) => "constant",
+            Op::RandUniform(_) => "rand",
+            Op::RandNormal(_) => "randn",
+            Op::Multinomial => "multinomial",
+            Op::Unary(u) => u.name(),
+            Op::Powf(_) => "powf",
+            Op::Clamp(_) => "clamp",
+            Op::Cast(_) => "to_dtype",
+            Op::Binary(b) => b.name(),
+            Op::Compare(c) => c.name(),
+            Op::Where => "where_cond",
+            Op::Sum(_) => "sum",
+            Op::Max(_) => "max",
+            Op::Min(_) => "min",
+            Op::ArgMax(_) => "argmax",
+            Op::LogSumExp(_) => "logsumexp",
+            Op::Softmax(_) => "softmax",
+            Op::LogSoftmax(_) => "log_softmax",
+            Op::MatMul => "matmul",
+            Op::Reshape(_) => "reshape",
+            Op::Permute(_) => "permute",
+            Op::Narrow(_) => "narrow",
+            Op::Pad(_) => "pad",
+            Op::BroadcastTo(_) => "broadcast_to",
+            Op::Cat(_) => "cat",
+            Op::IndexSelect(_) => "index_select",
+            Op::IndexAdd(_) => "index_add",
+            Op::Gather(_) => "gather",
+            Op::ScatterAdd(_) => "scatter_add",
+            Op::OneHot(_) => "one_hot",
+        }
+    }
+
+    /// Shape rule: checks the operands and infers the result type. Panics with the op, the
+    /// operand shapes and the caller's location on misuse.
+    #[track_caller]
+    pub(crate) fn infer(&self, x: &[&Tensor]) -> TensorType {
+        match self {
+            Op::Full(p) => TensorType { shape: p.shape.clone(), dtype: p.dtype },
+            Op::Arange(p) => TensorType { shape: [p.n].into(), dtype: DType::I64 },
+            Op::Constant(c) => TensorType { shape: c.shape.clone(), dtype: c.data.dtype() },
+            Op::RandUniform(p) | Op::RandNormal(p) => TensorType { shape: p.shape.clone(), dtype: p.dtype },
+            Op::Multinomial => source::infer_multinomial(x[0]),
+            Op::Unary(u) => elementwise::infer_unary(*u, x[0]),
+            Op::Powf(_) => elementwise::infer_float(self.name(), x[0]),
+            Op::Clamp(_) => elementwise::infer_numeric(self.name(), x[0]),
+            Op::Cast(c) => TensorType { shape: x[0].shape().clone(), dtype: c.dtype },
+            Op::Binary(b) => elementwise::infer_binary(*b, x[0], x[1]),
+            Op::Compare(c) => elementwise::infer_compare(*c, x[0], x[1]),
+            Op::Where => elementwise::infer_where(x[0], x[1], x[2]),
+            Op::Sum(p) => reduce::infer_sum(p, x[0]),
+            Op::Max(p) | Op::Min(p) | Op::LogSumExp(p) => reduce::infer_reduce_dim(self.name(), p, x[0], x[0].dtype()),
+            Op::ArgMax(p) => reduce::infer_reduce_dim(self.name(), p, x[0], DType::I64),
+            Op::Softmax(_) | Op::LogSoftmax(_) => elementwise::infer_float(self.name(), x[0]),
+            Op::MatMul => linalg::infer_matmul(x[0], x[1]),
+            Op::Reshape(p) => TensorType { shape: p.shape.clone(), dtype: x[0].dtype() },
+            Op::Permute(p) => shape_ops::infer_permute(p, x[0]),
+            Op::Narrow(p) => shape_ops::infer_narrow(p, x[0]),
+            Op::Pad(p) => shape_ops::infer_pad(p, x[0]),
+            Op::BroadcastTo(p) => shape_ops::infer_broadcast_to(p, x[0]),
+            Op::Cat(p) => shape_ops::infer_cat(p, x),
+            Op::IndexSelect(p) => index::infer_index_select(p, x[0], x[1]),
+            Op::IndexAdd(p) => index::infer_index_add(p, x[0], x[1]),
+            Op::Gather(p) => index::infer_gather(p, x[0], x[1]),
+            Op::ScatterAdd(p) => index::infer_scatter_add(p, x[0], x[1]),
+            Op::OneHot(p) => index::infer_one_hot(p, x[0]),
+        }
+    }
+
+    /// The eager kernel: computes the result from concrete operands.
+    #[track_caller]
+    pub(crate) fn compute(&self, x: &[&Tensor], ty: &TensorType) -> Data {
+        match self {
+            Op::Full(p) => source::full(p),
+            Op::Arange(p) => source::arange(p),
+            Op::Constant(c) => Data::shared(c.data.clone(), &c.shape),
+            Op::RandUniform(p) => source::rand(p, x[0], false),
+            Op::RandNormal(p) => source::rand(p, x[0], true),
+            Op::Multinomial => source::multinomial(x[0], x[1]),
+            Op::Unary(u) => elementwise::unary(*u, x[0]),
+            Op::Powf(p) => elementwise::powf(p, x[0]),
+            Op::Clamp(p) => elementwise::clamp(p, x[0]),
+            Op::Cast(p) => elementwise::cast(p, x[0]),
+            Op::Binary(b) => elementwise::binary(*b, x[0], x[1], ty),
+            Op::Compare(c) => elementwise::compare(*c, x[0], x[1], ty),
+            Op::Where => elementwise::where_cond(x[0], x[1], x[2], ty),
+            Op::Sum(p) => reduce::sum(p, x[0], ty),
+            Op::Max(p) => reduce::max(p, x[0], ty),
+            Op::Min(p) => reduce::min(p, x[0], ty),
+            Op::ArgMax(p) => reduce::argmax(p, x[0], ty),
+            Op::LogSumExp(p) => reduce::logsumexp(p, x[0], ty),
+            Op::Softmax(p) => reduce::softmax(p, x[0], false),
+            Op::LogSoftmax(p) => reduce::softmax(p, x[0], true),
+            Op::MatMul => linalg::matmul(x[0], x[1], ty),
+            Op::Reshape(p) => shape_ops::reshape(p, x[0]),
+            Op::Permute(p) => shape_ops::permute(p, x[0]),
+            Op::Narrow(p) => shape_ops::narrow(p, x[0]),
+            Op::Pad(p) => shape_ops::pad(p, x[0], ty),
+            Op::BroadcastTo(p) => shape_ops::broadcast_to(p, x[0]),
+            Op::Cat(p) => shape_ops::cat(p, x, ty),
+            Op::IndexSelect(p) => index::index_select(p, x[0], x[1], ty),
+            Op::IndexAdd(p) => index::index_add(p, x[0], x[1], ty),
+            Op::Gather(p) => index::gather(p, x[0], x[1], ty),
+            Op::ScatterAdd(p) => index::scatter_add(p, x[0], x[1], ty),
+            Op::OneHot(p) => index::one_hot(p, x[0], ty),
+        }
+    }
+
+    /// Whether gradients flow through this op to any input.
+    pub(crate) fn is_differentiable(&self) -> bool {
+        !matches!(
+            self,
+            Op::Full(_)
+                | Op::Arange(_)
+                | Op::Constant(_)
+                | Op::RandUniform(_)
+                | Op::RandNormal(_)
+                | Op::Multinomial
+                | Op::Compare(_)
+                | Op::ArgMax(_)
+                | Op::OneHot(_)
+        )
+    }
+
+    /// The gradient rule: input cotangents (one slot per input, `None` where no gradient
+    /// flows) from the output cotangent `g`, written in terms of `Tensor` ops so the same rule
+    /// serves the eager tape and symbolic autodiff.
+    pub(crate) fn vjp(&self, x: &[Tensor], out: &Tensor, g: &Tensor) -> Vec<Option<Tensor>> {
+        match self {
+            Op::Unary(u) => vec![Some(elementwise::unary_vjp(*u, &x[0], out, g))],
+            Op::Powf(p) => vec![Some(elementwise::powf_vjp(p, &x[0], g))],
+            Op::Clamp(p) => vec![Some(elementwise::clamp_vjp(p, &x[0], g))],
+            Op::Cast(_) => vec![x[0].dtype().is_float().then(|| g.to_dtype(x[0].dtype()))],
+            Op::Binary(b) => elementwise::binary_vjp(*b, &x[0], &x[1], out, g),
+            Op::Where => elementwise::where_vjp(&x[0], &x[1], &x[2], g),
+            Op::Sum(_) => vec![Some(reduce::sum_vjp(&x[0], g, self))],
+            Op::Max(p) | Op::Min(p) => vec![Some(reduce::extremum_vjp(p, &x[0], out, g))],
+            Op::LogSumExp(p) => vec![Some(reduce::logsumexp_vjp(p, &x[0], out, g))],
+            Op::Softmax(p) => vec![Some(reduce::softmax_vjp(p, out, g))],
+            Op::LogSoftmax(p) => vec![Some(reduce::log_softmax_vjp(p, out, g))],
+            Op::MatMul => linalg::matmul_vjp(&x[0], &x[1], g),
+            Op::Reshape(_) => vec![Some(g.reshape(x[0].shape()))],
+            Op::Permute(p) => vec![Some(shape_ops::permute_vjp(p, g))],
+            Op::Narrow(p) => vec![Some(shape_ops::narrow_vjp(p, &x[0], g))],
+            Op::Pad(p) => vec![Some(g.narrow(p.dim, p.before, x[0].dims()[p.dim]))],
+            Op::BroadcastTo(_) => vec![Some(elementwise::sum_to(g, x[0].shape()))],
+            Op::Cat(p) => shape_ops::cat_vjp(p, x, g),
+            Op::IndexSelect(p) => vec![Some(index::index_select_vjp(p, &x[0], &x[1], g)), None],
+            Op::IndexAdd(p) => vec![Some(g.index_select(p.dim, &x[1])), None],
+            Op::Gather(p) => vec![Some(index::gather_vjp(p, &x[0], &x[1], g)), None],
+            Op::ScatterAdd(p) => vec![Some(g.gather(p.dim, &x[1])), None],
+            Op::Full(_)
+            | Op::Arange(_)
+            | Op::Constant(_)
+            | Op::RandUniform(_)
+            | Op::RandNormal(_)
+            | Op::Multinomial
+            | Op::Compare(_)
+            | Op::ArgMax(_)
+            | Op::OneHot(_) => vec![None; x.len()],
+        }
+    }
+}
+
+/// Runs `op` on `inputs`: the one entry point every op goes through.
+#[track_caller]
+pub(crate) fn apply(op: Op, inputs: &[&Tensor]) -> Tensor {
+    let ty = op.infer(inputs);
+    let data = inputs.iter().all(|t| t.is_concrete()).then(|| op.compute(inputs, &ty));
+    let grad = if is_grad_enabled() && op.is_differentiable() && inputs.iter().any(|t| t.needs_grad()) {
+        Some(inputs.iter().map(|&t| t.clone()).collect::<Vec<_>>())
+    } else {
+        None
+    };
+    let out = match grad {
+        None => Tensor::from_parts(ty.shape, ty.dtype, data, GradMeta::None),
+        Some(inputs) => {
+            // The node saves the output without its grad history, so no reference cycle forms.
+            let saved = Tensor::from_parts(ty.shape.clone(), ty.dtype, data.clone(), GradMeta::None);
+            let node = GradNode::new(inputs, NodeBackward::Op { op: op.clone(), output: saved });
+            Tensor::from_parts(ty.shape, ty.dtype, data, GradMeta::Node(node, 0))
+        }
+    };
+    crate::trace::record(&op, inputs, &out);
+    out
+}

@@ -1,0 +1,255 @@
+//! `Tensor`: an immutable, cheaply clonable value handle (shape, dtype, device, storage, and the
+//! autograd node that produced it). Mutation is rebinding; views share storage.
+
+use crate::autograd::GradMeta;
+use crate::error::bail;
+use crate::shape::{Shape, Strides};
+use crate::{DType, Device};
+use janus_kernels::{CpuBuffer, Element};
+use std::borrow::Cow;
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// A multi-dimensional array of one dtype on one device.
+///
+/// `Clone` is cheap (a reference count). Every handle created by an op or constructor has a
+/// fresh [`id`](Tensor::id); clones share it. Tensors are `Send + Sync`.
+#[derive(Clone)]
+pub struct Tensor(pub(crate) Arc<TensorInner>);
+
+pub(crate) struct TensorInner {
+    pub(crate) id: u64,
+    pub(crate) shape: Shape,
+    pub(crate) dtype: DType,
+    pub(crate) device: Device,
+    /// `None` only for symbolic tensors built while deriving graphs (no values exist).
+    pub(crate) data: Option<Data>,
+    pub(crate) grad: GradMeta,
+}
+
+/// Concrete storage plus the strided view of it this tensor presents.
+#[derive(Clone)]
+pub(crate) struct Data {
+    pub(crate) storage: Storage,
+    pub(crate) strides: Strides,
+    pub(crate) offset: usize,
+}
+
+/// Where the elements live. CUDA storage will be a second variant; everything above matches on
+/// the device through this enum only.
+#[derive(Clone)]
+pub(crate) enum Storage {
+    Cpu(Arc<CpuBuffer>),
+}
+
+impl Data {
+    /// A fresh contiguous buffer viewed whole.
+    pub(crate) fn contiguous(buf: CpuBuffer, shape: &Shape) -> Data {
+        Data { storage: Storage::Cpu(Arc::new(buf)), strides: shape.contiguous_strides(), offset: 0 }
+    }
+
+    /// A whole shared buffer viewed contiguously (no copy).
+    pub(crate) fn shared(buf: Arc<CpuBuffer>, shape: &Shape) -> Data {
+        Data { storage: Storage::Cpu(buf), strides: shape.contiguous_strides(), offset: 0 }
+    }
+
+    pub(crate) fn cpu(&self) -> &CpuBuffer {
+        match &self.storage {
+            Storage::Cpu(b) => b,
+        }
+    }
+
+    /// A view of the same storage with other strides and offset.
+    pub(crate) fn view(&self, strides: Strides, offset: usize) -> Data {
+        Data { storage: self.storage.clone(), strides, offset }
+    }
+}
+
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+/// A fresh, never reused tensor id.
+pub(crate) fn fresh_id() -> u64 {
+    NEXT_ID.fetch_add(1, Ordering::Relaxed)
+}
+
+impl Tensor {
+    pub(crate) fn from_parts(shape: Shape, dtype: DType, data: Option<Data>, grad: GradMeta) -> Tensor {
+        Tensor(Arc::new(TensorInner { id: fresh_id(), shape, dtype, device: Device::Cpu, data, grad }))
+    }
+
+    /// A concrete tensor without autograd history over a fresh contiguous buffer.
+    pub(crate) fn from_buffer(buf: CpuBuffer, shape: Shape) -> Tensor {
+        debug_assert_eq!(buf.len(), shape.numel());
+        let dtype = buf.dtype();
+        let data = Data::contiguous(buf, &shape);
+        Tensor::from_parts(shape, dtype, Some(data), GradMeta::None)
+    }
+
+    /// This handle's identity: unique among all tensors ever created in the process.
+    pub fn id(&self) -> u64 {
+        self.0.id
+    }
+
+    /// The dimensions. Shapes are always concrete, so this is not a host read.
+    pub fn dims(&self) -> &[usize] {
+        &self.0.shape
+    }
+
+    /// The shape.
+    pub fn shape(&self) -> &Shape {
+        &self.0.shape
+    }
+
+    /// Number of dimensions.
+    pub fn rank(&self) -> usize {
+        self.0.shape.rank()
+    }
+
+    /// Number of elements.
+    pub fn numel(&self) -> usize {
+        self.0.shape.numel()
+    }
+
+    /// Element type.
+    pub fn dtype(&self) -> DType {
+        self.0.dtype
+    }
+
+    /// Device holding the storage.
+    pub fn device(&self) -> Device {
+        self.0.device
+    }
+
+    /// Whether two handles are the same tensor (same id).
+    pub fn same(&self, other: &Tensor) -> bool {
+        self.0.id == other.0.id
+    }
+
+    pub(crate) fn data(&self) -> &Data {
+        match &self.0.data {
+            Some(d) => d,
+            None => panic!("janus internal error: values of a symbolic tensor were requested"),
+        }
+    }
+
+    /// Whether values exist (false only for symbolic tensors inside graph derivation).
+    pub(crate) fn is_concrete(&self) -> bool {
+        self.0.data.is_some()
+    }
+
+    /// Strides of this view (elements).
+    pub(crate) fn strides(&self) -> &[usize] {
+        &self.data().strides
+    }
+
+    /// Whether the view is row-major contiguous (offset may be non-zero).
+    pub(crate) fn is_contiguous(&self) -> bool {
+        let d = self.data();
+        let mut expect = 1;
+        for (&len, &st) in self.dims().iter().zip(&d.strides).rev() {
+            if len != 1 && st != expect {
+                return false;
+            }
+            expect *= len;
+        }
+        true
+    }
+
+    /// The elements in row-major order: borrowed when the view is contiguous, copied otherwise.
+    pub(crate) fn contiguous_slice<T: Element>(&self) -> Cow<'_, [T]> {
+        let d = self.data();
+        let all = d.cpu().as_slice::<T>().expect("dtype of storage matches the tensor");
+        if self.is_contiguous() {
+            Cow::Borrowed(&all[d.offset..d.offset + self.numel()])
+        } else {
+            let mut out = vec![T::default(); self.numel()];
+            let src = janus_kernels::strided::Src::new(all, &d.strides, d.offset);
+            janus_kernels::strided::copy(self.dims(), src, &mut out);
+            Cow::Owned(out)
+        }
+    }
+
+    /// The typed storage slice and this view's strides and offset into it.
+    pub(crate) fn src<T: Element>(&self) -> janus_kernels::strided::Src<'_, T> {
+        let d = self.data();
+        let all = d.cpu().as_slice::<T>().expect("dtype of storage matches the tensor");
+        janus_kernels::strided::Src::new(all, &d.strides, d.offset)
+    }
+
+    // ---- host reads -------------------------------------------------------------------------
+
+    /// The single element as `f32` (any dtype). Panics unless `numel() == 1`. A host read.
+    #[track_caller]
+    pub fn item(&self) -> f32 {
+        self.item_f64() as f32
+    }
+
+    /// The single element as `f64` (any dtype). Panics unless `numel() == 1`. A host read.
+    #[track_caller]
+    pub fn item_f64(&self) -> f64 {
+        if self.numel() != 1 {
+            bail!("item", "expected a tensor with one element, got shape {:?}", self.shape());
+        }
+        crate::trace::note_host_read("item");
+        let d = self.data();
+        d.cpu().get_f64(d.offset)
+    }
+
+    /// The single element as a bool (non-zero is true). Panics unless `numel() == 1`.
+    /// A host read.
+    #[track_caller]
+    pub fn to_bool(&self) -> bool {
+        if self.numel() != 1 {
+            bail!("to_bool", "expected a tensor with one element, got shape {:?}", self.shape());
+        }
+        crate::trace::note_host_read("to_bool");
+        let d = self.data();
+        d.cpu().get_f64(d.offset) != 0.0
+    }
+
+    /// All elements in row-major order, converted to `T` when the dtype differs. A host read.
+    pub fn to_vec<T: Element>(&self) -> Vec<T> {
+        crate::trace::note_host_read("to_vec");
+        if self.dtype() == T::DTYPE {
+            return self.contiguous_slice::<T>().into_owned();
+        }
+        janus_kernels::with_any_type!(self.dtype(), S => {
+            self.contiguous_slice::<S>().iter().map(|&v| T::from_f64(v.to_f64())).collect()
+        })
+    }
+}
+
+impl fmt::Debug for Tensor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Tensor(id={}, {:?}, {}", self.id(), self.shape(), self.dtype())?;
+        if self.needs_grad() {
+            f.write_str(", grad")?;
+        }
+        if !self.is_concrete() {
+            return f.write_str(", symbolic)");
+        }
+        if self.numel() <= 16 {
+            let d = self.data();
+            let vals: Vec<String> = (0..self.numel())
+                .map(|i| {
+                    let mut rest = i;
+                    let mut off = d.offset;
+                    for (&len, &st) in self.dims().iter().zip(&d.strides).rev() {
+                        off += (rest % len) * st;
+                        rest /= len;
+                    }
+                    format!("{}", d.cpu().get_f64(off))
+                })
+                .collect();
+            write!(f, ", [{}]", vals.join(", "))?;
+        }
+        f.write_str(")")
+    }
+}
+
+impl fmt::Display for Tensor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self, f)
+    }
+}

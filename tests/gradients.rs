@@ -1,0 +1,164 @@
+//! F64 central-difference gradient checks for every differentiable op, including broadcasting
+//! and reductions over each axis. Relative error must stay within 1e-6.
+
+mod common;
+use common::{assert_grads, rand64};
+use janus::prelude::*;
+
+#[test]
+fn unary_ops() {
+    let x = rand64(&[3, 4], 1, -2.0, 2.0);
+    let pos = rand64(&[3, 4], 2, 0.5, 3.0);
+    // Away from the kinks of abs/relu/recip.
+    let away = Tensor::from_vec(
+        common::values(12, 3, 0.2, 2.0).iter().enumerate().map(|(i, v)| if i % 2 == 0 { *v } else { -v }).collect::<Vec<_>>(),
+        [3, 4],
+    );
+    assert_grads("neg", &[x.clone()], &|t| t[0].neg());
+    assert_grads("exp", &[x.clone()], &|t| t[0].exp());
+    assert_grads("log", &[pos.clone()], &|t| t[0].log());
+    assert_grads("sqrt", &[pos.clone()], &|t| t[0].sqrt());
+    assert_grads("abs", &[away.clone()], &|t| t[0].abs());
+    assert_grads("tanh", &[x.clone()], &|t| t[0].tanh());
+    assert_grads("sigmoid", &[x.clone()], &|t| t[0].sigmoid());
+    assert_grads("relu", &[away.clone()], &|t| t[0].relu());
+    assert_grads("square", &[x.clone()], &|t| t[0].square());
+    assert_grads("recip", &[away.clone()], &|t| t[0].recip());
+    assert_grads("powf", &[pos.clone()], &|t| t[0].powf(2.5));
+    assert_grads("clamp", &[away.clone()], &|t| t[0].clamp(-1.0, 1.0));
+    assert_grads("sign (zero gradient)", &[away.clone()], &|t| t[0].sign() * &t[0]);
+}
+
+#[test]
+fn cast_passes_gradients_through() {
+    let x = rand64(&[5], 4, -1.0, 1.0).requires_grad();
+    let y = x.to_dtype(DType::F32).to_dtype(DType::F64) * 3.0;
+    let g = y.sum_all().backward();
+    assert_eq!(g.get(&x).unwrap().to_vec::<f64>(), vec![3.0; 5]);
+}
+
+#[test]
+fn binary_ops_with_broadcasting() {
+    let shapes: [(&[usize], &[usize]); 5] = [(&[2, 3], &[2, 3]), (&[2, 3], &[3]), (&[2, 1], &[1, 3]), (&[4, 1, 3], &[2, 1]), (&[2, 3], &[])];
+    for (i, (sa, sb)) in shapes.iter().enumerate() {
+        let a = rand64(sa, 10 + i as u64, -2.0, 2.0);
+        let b = rand64(sb, 20 + i as u64, 0.5, 2.0);
+        let both = [a.clone(), b.clone()];
+        assert_grads(&format!("add {sa:?} {sb:?}"), &both, &|t| &t[0] + &t[1]);
+        assert_grads(&format!("sub {sa:?} {sb:?}"), &both, &|t| &t[0] - &t[1]);
+        assert_grads(&format!("mul {sa:?} {sb:?}"), &both, &|t| &t[0] * &t[1]);
+        assert_grads(&format!("div {sa:?} {sb:?}"), &both, &|t| &t[0] / &t[1]);
+        assert_grads(&format!("maximum {sa:?} {sb:?}"), &both, &|t| t[0].maximum(&t[1]));
+        assert_grads(&format!("minimum {sa:?} {sb:?}"), &both, &|t| t[0].minimum(&t[1]));
+    }
+    let a = rand64(&[2, 3], 30, -1.0, 1.0);
+    assert_grads("scalar operands", &[a], &|t| (2.0 * &t[0] - 1.5) / 3.0 + (1.0 / (&t[0] + 4.0)));
+}
+
+#[test]
+fn where_cond_routes_gradients() {
+    let c = rand64(&[2, 3], 40, -1.0, 1.0).gt_scalar(0.0);
+    let a = rand64(&[2, 3], 41, -1.0, 1.0);
+    let b = rand64(&[3], 42, -1.0, 1.0);
+    assert_grads("where", &[a, b], &|t| c.where_cond(&t[0], &t[1]));
+}
+
+#[test]
+fn reductions_over_each_axis() {
+    let x = rand64(&[2, 3, 4], 50, -2.0, 2.0);
+    for d in 0..3isize {
+        for dim in [d, d - 3] {
+            assert_grads(&format!("sum {dim}"), &[x.clone()], &|t| t[0].sum(dim));
+            assert_grads(&format!("sum_keepdim {dim}"), &[x.clone()], &|t| t[0].sum_keepdim(dim));
+            assert_grads(&format!("mean {dim}"), &[x.clone()], &|t| t[0].mean(dim));
+            assert_grads(&format!("max {dim}"), &[x.clone()], &|t| t[0].max(dim));
+            assert_grads(&format!("min {dim}"), &[x.clone()], &|t| t[0].min_keepdim(dim));
+            assert_grads(&format!("logsumexp {dim}"), &[x.clone()], &|t| t[0].logsumexp(dim));
+            assert_grads(&format!("softmax {dim}"), &[x.clone()], &|t| t[0].softmax(dim));
+            assert_grads(&format!("log_softmax {dim}"), &[x.clone()], &|t| t[0].log_softmax(dim));
+        }
+    }
+    assert_grads("sum_dims [0, 2]", &[x.clone()], &|t| t[0].sum_dims(&[0, 2], false));
+    assert_grads("sum_all", &[x.clone()], &|t| t[0].sum_all());
+    assert_grads("mean_all", &[x.clone()], &|t| t[0].mean_all());
+    assert_grads("max_all", &[x.clone()], &|t| t[0].max_all());
+}
+
+#[test]
+fn matmul_shapes_and_transposes() {
+    let a = rand64(&[3, 4], 60, -1.0, 1.0);
+    let b = rand64(&[4, 5], 61, -1.0, 1.0);
+    assert_grads("matmul 2d", &[a.clone(), b.clone()], &|t| t[0].matmul(&t[1]));
+    assert_grads("matmul transposed operands", &[a.clone(), b.clone()], &|t| t[1].t().matmul(&t[0].t()));
+    let ba = rand64(&[2, 3, 4], 62, -1.0, 1.0);
+    let bb = rand64(&[2, 4, 5], 63, -1.0, 1.0);
+    assert_grads("matmul batched", &[ba.clone(), bb.clone()], &|t| t[0].matmul(&t[1]));
+    assert_grads("matmul 3d @ 2d", &[ba.clone(), b.clone()], &|t| t[0].matmul(&t[1]));
+    assert_grads("matmul 2d @ 3d", &[a.clone(), bb.clone()], &|t| t[0].matmul(&t[1]));
+    let b1 = rand64(&[1, 4, 5], 64, -1.0, 1.0);
+    assert_grads("matmul batch-1 broadcast", &[ba, b1], &|t| t[0].matmul(&t[1]));
+    let v = rand64(&[1, 4], 65, -1.0, 1.0);
+    assert_grads("matmul m=1 (gemv)", &[v, b], &|t| t[0].matmul(&t[1]));
+}
+
+#[test]
+fn shape_ops() {
+    let x = rand64(&[2, 3, 4], 70, -1.0, 1.0);
+    assert_grads("reshape", &[x.clone()], &|t| t[0].reshape([4, -1]));
+    assert_grads("permute", &[x.clone()], &|t| t[0].permute(&[2, 0, 1]) * rand64(&[4, 2, 3], 71, 0.0, 1.0));
+    assert_grads("transpose+reshape (copy)", &[x.clone()], &|t| t[0].transpose(0, 2).reshape([-1]));
+    assert_grads("narrow", &[x.clone()], &|t| t[0].narrow(1, 1, 2));
+    assert_grads("pad", &[x.clone()], &|t| t[0].pad(2, 1, 2));
+    assert_grads("broadcast_to", &[rand64(&[3, 1], 72, -1.0, 1.0)], &|t| t[0].broadcast_to([2, 3, 4]));
+    assert_grads("unsqueeze/squeeze", &[x.clone()], &|t| t[0].unsqueeze(1).squeeze(1).unsqueeze(-1));
+    assert_grads("chunk", &[x.clone()], &|t| {
+        let [a, b] = t[0].chunk::<2>(2);
+        &a * 2.0 + b.exp()
+    });
+    let y = rand64(&[2, 5, 4], 73, -1.0, 1.0);
+    assert_grads("cat", &[x.clone(), y], &|t| Tensor::cat(&[&t[0], &t[1]], 1));
+    assert_grads("stack", &[x.clone(), x.clone() * 2.0], &|t| Tensor::stack(&[&t[0], &t[1]], -1));
+    assert_grads("contiguous", &[x.clone()], &|t| t[0].t_last().contiguous());
+}
+
+trait LastTranspose {
+    fn t_last(&self) -> Tensor;
+}
+impl LastTranspose for Tensor {
+    fn t_last(&self) -> Tensor {
+        self.transpose(-1, -2)
+    }
+}
+
+#[test]
+fn indexing_ops() {
+    let x = rand64(&[4, 3], 80, -1.0, 1.0);
+    let idx = Tensor::from_vec(vec![2i64, 0, 2, 3], [4]);
+    assert_grads("index_select dim 0 (repeated index)", &[x.clone()], &|t| t[0].index_select(0, &idx));
+    let idx1 = Tensor::from_vec(vec![1i64, 1], [2]);
+    assert_grads("index_select dim 1", &[x.clone()], &|t| t[0].index_select(1, &idx1));
+    let gidx = Tensor::from_vec(vec![0i64, 2, 1, 1, 0, 0, 2, 2], [4, 2]);
+    assert_grads("gather", &[x.clone()], &|t| t[0].gather(1, &gidx));
+    let src = rand64(&[4, 2], 81, -1.0, 1.0);
+    assert_grads("scatter_add_into", &[src.clone()], &|t| t[0].scatter_add_into(1, &gidx, [4, 3]));
+    assert_grads("index_add_into", &[src], &|t| t[0].index_add_into(0, &Tensor::from_vec(vec![1i64, 0, 1, 2], [4]), 3));
+}
+
+#[test]
+fn losses() {
+    let logits = rand64(&[4, 5], 90, -2.0, 2.0);
+    let targets = Tensor::from_vec(vec![0i64, 4, 2, 2], [4]);
+    assert_grads("cross_entropy", &[logits.clone()], &|t| t[0].cross_entropy(&targets));
+    let target = rand64(&[4, 5], 91, -1.0, 1.0);
+    assert_grads("mse", &[logits, target], &|t| t[0].mse(&t[1]));
+}
+
+#[test]
+fn gradients_accumulate_over_uses_and_stop_at_detach() {
+    let x = Tensor::from_vec(vec![1.0f64, 2.0, 3.0], [3]).requires_grad();
+    let y = (&x * &x + &x * 3.0 + x.detach() * 100.0).sum_all();
+    let g = y.backward();
+    assert_eq!(g.get(&x).unwrap().to_vec::<f64>(), vec![5.0, 7.0, 9.0]);
+    let z = no_grad(|| (&x * 2.0).sum_all());
+    assert!(!z.needs_grad());
+}
