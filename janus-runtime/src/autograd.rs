@@ -41,7 +41,7 @@ pub(crate) enum NodeBackward {
 }
 
 /// The backward of a multi-output node.
-pub(crate) trait CustomBackward: Send + Sync {
+pub(crate) trait CustomBackward: Send + Sync + std::panic::RefUnwindSafe + std::panic::UnwindSafe {
     /// Number of outputs.
     fn num_outputs(&self) -> usize;
     /// Input gradients (one slot per node input) from output cotangents (`None` = zero).

@@ -15,21 +15,15 @@ impl Tensor {
         let numel = self.numel();
         let known: usize = spec.iter().filter(|&&d| d >= 0).map(|&d| d as usize).product();
         let holes = spec.iter().filter(|&&d| d < 0).count();
-        let bad = || -> ! { bail!("reshape", "cannot reshape {:?} ({numel} elements) to {:?}", self.shape(), &spec[..]) };
-        if holes > 1 || spec.iter().any(|&d| d < -1) {
-            bad();
-        }
-        let dims: Vec<usize> = if holes == 1 {
-            if known == 0 || numel % known != 0 {
-                bad();
-            }
-            spec.iter().map(|&d| if d < 0 { numel / known } else { d as usize }).collect()
-        } else {
-            if known != numel {
-                bad();
-            }
-            spec.iter().map(|&d| d as usize).collect()
+        let valid = match holes {
+            0 => known == numel && spec.iter().all(|&d| d >= 0),
+            1 => known != 0 && numel % known == 0 && spec.iter().all(|&d| d >= -1),
+            _ => false,
         };
+        if !valid {
+            bail!("reshape", "cannot reshape {:?} ({numel} elements) to {:?}", self.shape(), &spec[..]);
+        }
+        let dims: Vec<usize> = spec.iter().map(|&d| if d < 0 { numel / known } else { d as usize }).collect();
         let shape = Shape::from(dims);
         if &shape == self.shape() {
             return self.clone();

@@ -470,7 +470,8 @@ impl Op {
 #[track_caller]
 pub(crate) fn apply(op: Op, inputs: &[&Tensor]) -> Tensor {
     let ty = op.infer(inputs);
-    let data = inputs.iter().all(|t| t.is_concrete()).then(|| op.compute(inputs, &ty));
+    // Not `bool::then`: `#[track_caller]` does not pass through closures.
+    let data = if inputs.iter().all(|t| t.is_concrete()) { Some(op.compute(inputs, &ty)) } else { None };
     let grad = if is_grad_enabled() && op.is_differentiable() && inputs.iter().any(|t| t.needs_grad()) {
         Some(inputs.iter().map(|&t| t.clone()).collect::<Vec<_>>())
     } else {
