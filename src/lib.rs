@@ -5,12 +5,14 @@
 //! tape autograd, like PyTorch eager.
 //!
 //! This facade re-exports [`janus_runtime`] (tensors, ops, autograd, layers, optimisers,
-//! checkpoints). Start with `use janus::prelude::*;`.
+//! checkpoints) and the macros of `janus-macros`. Start with `use janus::prelude::*;`.
 #![warn(missing_docs)]
 
+pub use janus_macros::Module;
 pub use janus_runtime::*;
 
 /// The names most programs need: `use janus::prelude::*;`.
 pub mod prelude {
-    pub use janus_runtime::{DType, Device, Grads, Shape, Tensor, no_grad};
+    pub use janus_macros::Module;
+    pub use janus_runtime::{DType, Device, Grads, Module, Shape, Tensor, nn, no_grad, optim};
 }

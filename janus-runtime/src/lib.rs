@@ -7,7 +7,11 @@
 mod api;
 pub use api::Scalar;
 mod autograd;
+pub mod checkpoint;
 mod device;
+pub mod module;
+pub mod nn;
+pub mod optim;
 pub mod error;
 pub mod ops;
 mod random;
@@ -16,6 +20,8 @@ mod tensor;
 mod trace;
 
 pub use autograd::{Grads, is_grad_enabled, no_grad};
+pub use checkpoint::{load, save};
+pub use module::Module;
 pub use device::Device;
 pub use error::{CheckpointError, DeviceError};
 pub use janus_kernels::DType;

@@ -1,0 +1,265 @@
+//! `Module`: a value whose tensor leaves can be enumerated with their paths, visited mutably and
+//! rebuilt, and whose non-tensor leaves (integers, bools, floats, enum variants, lengths) are
+//! *constant leaves* that key caches. It is the Rust counterpart of a JAX pytree.
+//!
+//! `#[derive(Module)]` (from `janus-macros`) implements it for structs and enums; this module
+//! implements it for tensors, scalars and the standard containers.
+
+use crate::tensor::Tensor;
+
+/// One step of a leaf's path: a named field or a position.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PathSegment<'a> {
+    /// A struct field (or enum variant field) by name.
+    Field(&'a str),
+    /// A position in a `Vec`, array, tuple or tuple struct.
+    Index(usize),
+}
+
+/// A non-tensor leaf. Constant leaves are part of a fragment's cache key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ConstLeaf {
+    /// Any integer (widened).
+    Int(i128),
+    /// A bool.
+    Bool(bool),
+    /// An `f32` by its bits.
+    F32(u32),
+    /// An `f64` by its bits.
+    F64(u64),
+    /// An enum variant (or `Option` presence) by index.
+    Variant(u32),
+    /// The length of a `Vec`.
+    Len(usize),
+}
+
+/// Receives a module's leaves in a fixed order, with `enter`/`leave` around each path step.
+pub trait Visitor {
+    /// A path step begins.
+    fn enter(&mut self, _segment: PathSegment<'_>) {}
+    /// The last path step ends.
+    fn leave(&mut self) {}
+    /// A tensor leaf.
+    fn tensor(&mut self, t: &Tensor);
+    /// A constant leaf.
+    fn constant(&mut self, _c: ConstLeaf) {}
+}
+
+/// A value with enumerable tensor leaves and constant leaves. See the module docs.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a janus Module",
+    label = "not a tensor, constant or module",
+    note = "module leaves are `Tensor`s, integers, bools, floats and `#[derive(Module)]` types; `Vec`, arrays, `Option`, `Box` and tuples of modules are modules"
+)]
+pub trait Module {
+    /// Visits every leaf in a fixed order.
+    fn visit(&self, v: &mut dyn Visitor);
+
+    /// Visits every tensor leaf mutably, in the order of [`visit`](Module::visit).
+    fn visit_mut(&mut self, f: &mut dyn FnMut(&mut Tensor));
+
+    /// A copy of this value with every tensor leaf replaced by `f(leaf)` and constant leaves
+    /// kept.
+    fn map_tensors(&self, f: &mut dyn FnMut(&Tensor) -> Tensor) -> Self
+    where
+        Self: Sized;
+
+    /// The tensor leaves, in visiting order.
+    fn tensors(&self) -> Vec<Tensor> {
+        struct Collect(Vec<Tensor>);
+        impl Visitor for Collect {
+            fn tensor(&mut self, t: &Tensor) {
+                self.0.push(t.clone());
+            }
+        }
+        let mut c = Collect(Vec::new());
+        self.visit(&mut c);
+        c.0
+    }
+
+    /// The tensor leaves with their dotted paths (`l1.weight`, `layers.0.bias`).
+    fn named_tensors(&self) -> Vec<(String, Tensor)> {
+        #[derive(Default)]
+        struct Named {
+            path: Vec<String>,
+            out: Vec<(String, Tensor)>,
+        }
+        impl Visitor for Named {
+            fn enter(&mut self, s: PathSegment<'_>) {
+                self.path.push(match s {
+                    PathSegment::Field(f) => f.to_string(),
+                    PathSegment::Index(i) => i.to_string(),
+                });
+            }
+            fn leave(&mut self) {
+                self.path.pop();
+            }
+            fn tensor(&mut self, t: &Tensor) {
+                let name = if self.path.is_empty() { "tensor".to_string() } else { self.path.join(".") };
+                self.out.push((name, t.clone()));
+            }
+        }
+        let mut n = Named::default();
+        self.visit(&mut n);
+        n.out
+    }
+}
+
+impl Module for Tensor {
+    fn visit(&self, v: &mut dyn Visitor) {
+        v.tensor(self);
+    }
+    fn visit_mut(&mut self, f: &mut dyn FnMut(&mut Tensor)) {
+        f(self);
+    }
+    fn map_tensors(&self, f: &mut dyn FnMut(&Tensor) -> Tensor) -> Self {
+        f(self)
+    }
+}
+
+macro_rules! constant_leaf {
+    ($($t:ty => |$x:ident| $leaf:expr;)*) => {$(
+        impl Module for $t {
+            fn visit(&self, v: &mut dyn Visitor) {
+                let $x = *self;
+                v.constant($leaf);
+            }
+            fn visit_mut(&mut self, _f: &mut dyn FnMut(&mut Tensor)) {}
+            fn map_tensors(&self, _f: &mut dyn FnMut(&Tensor) -> Tensor) -> Self {
+                *self
+            }
+        }
+    )*};
+}
+
+constant_leaf! {
+    bool => |x| ConstLeaf::Bool(x);
+    i8 => |x| ConstLeaf::Int(x as i128);
+    i16 => |x| ConstLeaf::Int(x as i128);
+    i32 => |x| ConstLeaf::Int(x as i128);
+    i64 => |x| ConstLeaf::Int(x as i128);
+    isize => |x| ConstLeaf::Int(x as i128);
+    u8 => |x| ConstLeaf::Int(x as i128);
+    u16 => |x| ConstLeaf::Int(x as i128);
+    u32 => |x| ConstLeaf::Int(x as i128);
+    u64 => |x| ConstLeaf::Int(x as i128);
+    usize => |x| ConstLeaf::Int(x as i128);
+    f32 => |x| ConstLeaf::F32(x.to_bits());
+    f64 => |x| ConstLeaf::F64(x.to_bits());
+    () => |_x| ConstLeaf::Len(0);
+}
+
+impl<T: Module> Module for Vec<T> {
+    fn visit(&self, v: &mut dyn Visitor) {
+        v.constant(ConstLeaf::Len(self.len()));
+        for (i, x) in self.iter().enumerate() {
+            v.enter(PathSegment::Index(i));
+            x.visit(v);
+            v.leave();
+        }
+    }
+    fn visit_mut(&mut self, f: &mut dyn FnMut(&mut Tensor)) {
+        for x in self {
+            x.visit_mut(f);
+        }
+    }
+    fn map_tensors(&self, f: &mut dyn FnMut(&Tensor) -> Tensor) -> Self {
+        self.iter().map(|x| x.map_tensors(f)).collect()
+    }
+}
+
+impl<T: Module, const N: usize> Module for [T; N] {
+    fn visit(&self, v: &mut dyn Visitor) {
+        for (i, x) in self.iter().enumerate() {
+            v.enter(PathSegment::Index(i));
+            x.visit(v);
+            v.leave();
+        }
+    }
+    fn visit_mut(&mut self, f: &mut dyn FnMut(&mut Tensor)) {
+        for x in self {
+            x.visit_mut(f);
+        }
+    }
+    fn map_tensors(&self, f: &mut dyn FnMut(&Tensor) -> Tensor) -> Self {
+        std::array::from_fn(|i| self[i].map_tensors(f))
+    }
+}
+
+impl<T: Module> Module for Option<T> {
+    fn visit(&self, v: &mut dyn Visitor) {
+        v.constant(ConstLeaf::Variant(self.is_some() as u32));
+        if let Some(x) = self {
+            x.visit(v);
+        }
+    }
+    fn visit_mut(&mut self, f: &mut dyn FnMut(&mut Tensor)) {
+        if let Some(x) = self {
+            x.visit_mut(f);
+        }
+    }
+    fn map_tensors(&self, f: &mut dyn FnMut(&Tensor) -> Tensor) -> Self {
+        self.as_ref().map(|x| x.map_tensors(f))
+    }
+}
+
+impl<T: Module> Module for Box<T> {
+    fn visit(&self, v: &mut dyn Visitor) {
+        (**self).visit(v);
+    }
+    fn visit_mut(&mut self, f: &mut dyn FnMut(&mut Tensor)) {
+        (**self).visit_mut(f);
+    }
+    fn map_tensors(&self, f: &mut dyn FnMut(&Tensor) -> Tensor) -> Self {
+        Box::new((**self).map_tensors(f))
+    }
+}
+
+macro_rules! tuple_module {
+    ($($T:ident $i:tt),+) => {
+        impl<$($T: Module),+> Module for ($($T,)+) {
+            fn visit(&self, v: &mut dyn Visitor) {
+                $(
+                    v.enter(PathSegment::Index($i));
+                    self.$i.visit(v);
+                    v.leave();
+                )+
+            }
+            fn visit_mut(&mut self, f: &mut dyn FnMut(&mut Tensor)) {
+                $( self.$i.visit_mut(f); )+
+            }
+            fn map_tensors(&self, f: &mut dyn FnMut(&Tensor) -> Tensor) -> Self {
+                ($( self.$i.map_tensors(f), )+)
+            }
+        }
+    };
+}
+tuple_module!(A 0);
+tuple_module!(A 0, B 1);
+tuple_module!(A 0, B 1, C 2);
+tuple_module!(A 0, B 1, C 2, D 3);
+tuple_module!(A 0, B 1, C 2, D 3, E 4);
+tuple_module!(A 0, B 1, C 2, D 3, E 4, F 5);
+
+/// Implements [`Module`] for a struct from its field list (for the runtime's own layers and
+/// optimisers, which cannot use the derive macro from inside this crate).
+macro_rules! impl_module {
+    ($ty:ident { $($field:ident),* $(,)? }) => {
+        impl $crate::module::Module for $ty {
+            fn visit(&self, v: &mut dyn $crate::module::Visitor) {
+                $(
+                    v.enter($crate::module::PathSegment::Field(stringify!($field)));
+                    $crate::module::Module::visit(&self.$field, v);
+                    v.leave();
+                )*
+            }
+            fn visit_mut(&mut self, f: &mut dyn FnMut(&mut $crate::Tensor)) {
+                $( $crate::module::Module::visit_mut(&mut self.$field, f); )*
+            }
+            fn map_tensors(&self, f: &mut dyn FnMut(&$crate::Tensor) -> $crate::Tensor) -> Self {
+                $ty { $( $field: $crate::module::Module::map_tensors(&self.$field, f), )* }
+            }
+        }
+    };
+}
+pub(crate) use impl_module;

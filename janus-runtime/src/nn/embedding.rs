@@ -1,0 +1,28 @@
+//! `Embedding`: a lookup table of learned vectors.
+
+use crate::module::impl_module;
+use crate::Tensor;
+
+/// `weight[idx]` for `i64` indices of any shape; the result gains a last dimension `dim`.
+#[derive(Clone, Debug)]
+pub struct Embedding {
+    /// `[vocab, dim]`.
+    pub weight: Tensor,
+}
+
+impl_module!(Embedding { weight });
+
+impl Embedding {
+    /// A table initialised like PyTorch: standard normal entries.
+    pub fn new(vocab: usize, dim: usize) -> Self {
+        Embedding { weight: crate::no_grad(|| Tensor::randn([vocab, dim]).requires_grad()) }
+    }
+
+    /// Looks up `idx` (`i64`, any shape): result `idx.dims() + [dim]`.
+    #[track_caller]
+    pub fn forward(&self, idx: &Tensor) -> Tensor {
+        let mut dims = idx.dims().to_vec();
+        dims.push(self.weight.dims()[1]);
+        self.weight.index_select(0, &idx.flatten()).reshape(dims)
+    }
+}
