@@ -5,7 +5,10 @@ use janus::prelude::*;
 /// Runs `f`, expecting a panic; returns its message.
 fn panic_message(f: impl FnOnce() + std::panic::UnwindSafe) -> String {
     let err = std::panic::catch_unwind(f).expect_err("expected a panic");
-    err.downcast_ref::<String>().cloned().or_else(|| err.downcast_ref::<&str>().map(|s| s.to_string())).unwrap()
+    err.downcast_ref::<String>()
+        .cloned()
+        .or_else(|| err.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap()
 }
 
 #[track_caller]

@@ -1,6 +1,9 @@
 //! F64 central-difference gradient checks for every differentiable op, including broadcasting
 //! and reductions over each axis. Relative error must stay within 1e-6.
 
+// Inputs are written as `&[x.clone()]` so every case reads the same way.
+#![allow(clippy::cloned_ref_to_slice_refs)]
+
 mod common;
 use common::{assert_grads, rand64};
 use janus::prelude::*;
@@ -11,7 +14,11 @@ fn unary_ops() {
     let pos = rand64(&[3, 4], 2, 0.5, 3.0);
     // Away from the kinks of abs/relu/recip.
     let away = Tensor::from_vec(
-        common::values(12, 3, 0.2, 2.0).iter().enumerate().map(|(i, v)| if i % 2 == 0 { *v } else { -v }).collect::<Vec<_>>(),
+        common::values(12, 3, 0.2, 2.0)
+            .iter()
+            .enumerate()
+            .map(|(i, v)| if i % 2 == 0 { *v } else { -v })
+            .collect::<Vec<_>>(),
         [3, 4],
     );
     assert_grads("neg", &[x.clone()], &|t| t[0].neg());
@@ -39,7 +46,8 @@ fn cast_passes_gradients_through() {
 
 #[test]
 fn binary_ops_with_broadcasting() {
-    let shapes: [(&[usize], &[usize]); 5] = [(&[2, 3], &[2, 3]), (&[2, 3], &[3]), (&[2, 1], &[1, 3]), (&[4, 1, 3], &[2, 1]), (&[2, 3], &[])];
+    let shapes: [(&[usize], &[usize]); 5] =
+        [(&[2, 3], &[2, 3]), (&[2, 3], &[3]), (&[2, 1], &[1, 3]), (&[4, 1, 3], &[2, 1]), (&[2, 3], &[])];
     for (i, (sa, sb)) in shapes.iter().enumerate() {
         let a = rand64(sa, 10 + i as u64, -2.0, 2.0);
         let b = rand64(sb, 20 + i as u64, 0.5, 2.0);
@@ -141,7 +149,9 @@ fn indexing_ops() {
     assert_grads("gather", &[x.clone()], &|t| t[0].gather(1, &gidx));
     let src = rand64(&[4, 2], 81, -1.0, 1.0);
     assert_grads("scatter_add_into", &[src.clone()], &|t| t[0].scatter_add_into(1, &gidx, [4, 3]));
-    assert_grads("index_add_into", &[src], &|t| t[0].index_add_into(0, &Tensor::from_vec(vec![1i64, 0, 1, 2], [4]), 3));
+    assert_grads("index_add_into", &[src], &|t| {
+        t[0].index_add_into(0, &Tensor::from_vec(vec![1i64, 0, 1, 2], [4]), 3)
+    });
 }
 
 #[test]

@@ -48,7 +48,7 @@ fn loss(p: &Params, dtype: DType) -> Tensor {
         c = f.sigmoid() * &c + i.sigmoid() * g.tanh();
         h = o.sigmoid() * c.tanh();
         let logits = h.matmul(&p.wy) + &p.by;
-        total = total + logits.cross_entropy(&tokens(t + 1));
+        total += logits.cross_entropy(&tokens(t + 1));
     }
     total / T as f64
 }
@@ -60,7 +60,10 @@ fn norm(t: &Tensor) -> f64 {
 fn check(dtype: DType, tol: f64) {
     let close = |what: &str, got: f64, want: f64| {
         let rel = ((got - want) / want).abs();
-        assert!(rel <= tol, "{dtype} {what}: got {got:.17e}, PyTorch {want:.17e}, relative error {rel:e} > {tol:e}");
+        assert!(
+            rel <= tol,
+            "{dtype} {what}: got {got:.17e}, PyTorch {want:.17e}, relative error {rel:e} > {tol:e}"
+        );
     };
     let p = params(dtype);
     let l = loss(&p, dtype);

@@ -55,7 +55,16 @@ fn derive_enumerates_paths_constants_and_rebuilds() {
     let names: Vec<String> = m.named_tensors().into_iter().map(|(n, _)| n).collect();
     assert_eq!(
         names,
-        ["layers.0.weight", "layers.0.bias", "layers.1.weight", "pair.0", "fixed.0", "fixed.1", "boxed", "generic"]
+        [
+            "layers.0.weight",
+            "layers.0.bias",
+            "layers.1.weight",
+            "pair.0",
+            "fixed.0",
+            "fixed.1",
+            "boxed",
+            "generic"
+        ]
     );
     let mut c = Constants(Vec::new(), 0);
     m.visit(&mut c);

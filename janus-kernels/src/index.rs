@@ -74,7 +74,12 @@ pub fn index_add<T: Float>(
 
 /// Visits every position of `idx_shape` with the flat offset it has in a contiguous tensor of
 /// `base_shape` (same rank), with the axis coordinate removed (to be replaced by the index).
-fn for_each_gather_pos(idx_shape: &[usize], base_shape: &[usize], axis: usize, mut f: impl FnMut(usize, usize)) {
+fn for_each_gather_pos(
+    idx_shape: &[usize],
+    base_shape: &[usize],
+    axis: usize,
+    mut f: impl FnMut(usize, usize),
+) {
     let strides = contiguous_strides(base_shape);
     let numel: usize = idx_shape.iter().product();
     let rank = idx_shape.len();

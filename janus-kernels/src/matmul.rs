@@ -145,43 +145,49 @@ fn gemv<T: Float>(
 ) -> bool {
     if rl.col_stride == 1 {
         // Rows of r are contiguous: accumulate a[p] * r[p, :] into d.
-        with_best_simd(|| {
-            if !accumulate {
-                d.fill(T::ZERO);
-            }
-            for p in 0..k {
-                let ap = a[p * a_stride];
-                let row = &r[p * rl.row_stride..p * rl.row_stride + n];
-                for (o, &x) in d.iter_mut().zip(row) {
-                    *o += ap * x;
+        with_best_simd(
+            #[inline(always)]
+            || {
+                if !accumulate {
+                    d.fill(T::ZERO);
                 }
-            }
-        });
+                for p in 0..k {
+                    let ap = a[p * a_stride];
+                    let row = &r[p * rl.row_stride..p * rl.row_stride + n];
+                    for (o, &x) in d.iter_mut().zip(row) {
+                        *o += ap * x;
+                    }
+                }
+            },
+        );
         true
     } else if rl.row_stride == 1 {
         // Columns of r are contiguous: one dot product per output.
-        with_best_simd(|| {
-            for (j, o) in d.iter_mut().enumerate() {
-                let col = &r[j * rl.col_stride..j * rl.col_stride + k];
-                let mut acc = [T::ZERO; 8];
-                let mut p = 0;
-                while p + 8 <= k {
-                    for l in 0..8 {
-                        acc[l] += a[(p + l) * a_stride] * col[p + l];
+        with_best_simd(
+            #[inline(always)]
+            || {
+                for (j, o) in d.iter_mut().enumerate() {
+                    let col = &r[j * rl.col_stride..j * rl.col_stride + k];
+                    let mut acc = [T::ZERO; 8];
+                    let mut p = 0;
+                    while p + 8 <= k {
+                        for l in 0..8 {
+                            acc[l] += a[(p + l) * a_stride] * col[p + l];
+                        }
+                        p += 8;
                     }
-                    p += 8;
+                    let mut s = T::ZERO;
+                    while p < k {
+                        s += a[p * a_stride] * col[p];
+                        p += 1;
+                    }
+                    for v in acc {
+                        s += v;
+                    }
+                    *o = if accumulate { *o + s } else { s };
                 }
-                let mut s = T::ZERO;
-                while p < k {
-                    s += a[p * a_stride] * col[p];
-                    p += 1;
-                }
-                for v in acc {
-                    s += v;
-                }
-                *o = if accumulate { *o + s } else { s };
-            }
-        });
+            },
+        );
         true
     } else {
         false
@@ -212,8 +218,10 @@ mod tests {
             let b: Vec<f64> = (0..k * n).map(|i| (i as f64 * 0.11).cos()).collect();
             for ta in [false, true] {
                 for tb in [false, true] {
-                    let al = if ta { MatLayout::row_major(k, m).transposed() } else { MatLayout::row_major(m, k) };
-                    let bl = if tb { MatLayout::row_major(n, k).transposed() } else { MatLayout::row_major(k, n) };
+                    let al =
+                        if ta { MatLayout::row_major(k, m).transposed() } else { MatLayout::row_major(m, k) };
+                    let bl =
+                        if tb { MatLayout::row_major(n, k).transposed() } else { MatLayout::row_major(k, n) };
                     let want = naive(m, n, k, &a, al, &b, bl);
                     let mut got = vec![1.0; m * n];
                     matmul(MatmulDims { batch: 1, m, n, k }, &a, al, &b, bl, &mut got, false);

@@ -42,9 +42,7 @@ fn per_outer<T: Float, O: Send>(
         return;
     }
     if src.len() >= PAR_MIN && d.outer > 1 {
-        out.par_chunks_mut(out_block)
-            .zip(src.par_chunks(in_block.max(1)))
-            .for_each(|(o, s)| f(s, o));
+        out.par_chunks_mut(out_block).zip(src.par_chunks(in_block.max(1))).for_each(|(o, s)| f(s, o));
     } else if in_block == 0 {
         out.chunks_mut(out_block).for_each(|o| f(&[], o));
     } else {
@@ -72,7 +70,7 @@ fn row_sum<T: Float>(row: &[T]) -> T {
     }
     for w in [8, 4, 2, 1] {
         for i in 0..w {
-            acc[i] = acc[i] + acc[i + w];
+            acc[i] += acc[i + w];
         }
     }
     acc[0] + s
@@ -81,31 +79,37 @@ fn row_sum<T: Float>(row: &[T]) -> T {
 /// `out[o, i] = sum_j src[o, j, i]`.
 pub fn sum<T: Float>(src: &[T], d: ReduceDims, out: &mut [T]) {
     per_outer(src, d, out, d.inner, |s, o| {
-        with_best_simd(|| {
-            if d.inner == 1 {
-                o[0] = row_sum(s);
-            } else {
-                o.fill(T::ZERO);
-                for row in s.chunks_exact(d.inner) {
-                    for (a, &x) in o.iter_mut().zip(row) {
-                        *a += x;
+        with_best_simd(
+            #[inline(always)]
+            || {
+                if d.inner == 1 {
+                    o[0] = row_sum(s);
+                } else {
+                    o.fill(T::ZERO);
+                    for row in s.chunks_exact(d.inner) {
+                        for (a, &x) in o.iter_mut().zip(row) {
+                            *a += x;
+                        }
                     }
                 }
-            }
-        })
+            },
+        )
     });
 }
 
 fn fold<T: Float>(src: &[T], d: ReduceDims, out: &mut [T], init: T, op: impl Fn(T, T) -> T + Sync) {
     per_outer(src, d, out, d.inner, |s, o| {
-        with_best_simd(|| {
-            o.fill(init);
-            for row in s.chunks_exact(d.inner.max(1)) {
-                for (a, &x) in o.iter_mut().zip(row) {
-                    *a = op(*a, x);
+        with_best_simd(
+            #[inline(always)]
+            || {
+                o.fill(init);
+                for row in s.chunks_exact(d.inner.max(1)) {
+                    for (a, &x) in o.iter_mut().zip(row) {
+                        *a = op(*a, x);
+                    }
                 }
-            }
-        })
+            },
+        )
     });
 }
 
@@ -174,33 +178,39 @@ fn row_max<T: Float>(row: &[T]) -> T {
 /// `out = exp(x - m) / sum(exp(x - m))` along the axis, with `m` the row maximum.
 pub fn softmax<T: Float>(src: &[T], d: ReduceDims, out: &mut [T]) {
     per_row(src, d, out, |x, y| {
-        with_best_simd(|| {
-            let m = shift(row_max(x));
-            for (o, &v) in y.iter_mut().zip(x) {
-                *o = (v - m).fast_exp();
-            }
-            let inv = T::ONE / row_sum(y);
-            for o in y.iter_mut() {
-                *o = *o * inv;
-            }
-        })
+        with_best_simd(
+            #[inline(always)]
+            || {
+                let m = shift(row_max(x));
+                for (o, &v) in y.iter_mut().zip(x) {
+                    *o = (v - m).fast_exp();
+                }
+                let inv = T::ONE / row_sum(y);
+                for o in y.iter_mut() {
+                    *o = *o * inv;
+                }
+            },
+        )
     });
 }
 
 /// `out = (x - m) - log(sum(exp(x - m)))` along the axis.
 pub fn log_softmax<T: Float>(src: &[T], d: ReduceDims, out: &mut [T]) {
     per_row(src, d, out, |x, y| {
-        with_best_simd(|| {
-            let m = shift(row_max(x));
-            for (o, &v) in y.iter_mut().zip(x) {
-                *o = (v - m).fast_exp();
-            }
-            // (x - m) - log(s), not x - (m + log(s)): the shift is exact, the sum is not.
-            let ls = row_sum(y).fast_ln();
-            for (o, &v) in y.iter_mut().zip(x) {
-                *o = (v - m) - ls;
-            }
-        })
+        with_best_simd(
+            #[inline(always)]
+            || {
+                let m = shift(row_max(x));
+                for (o, &v) in y.iter_mut().zip(x) {
+                    *o = (v - m).fast_exp();
+                }
+                // (x - m) - log(s), not x - (m + log(s)): the shift is exact, the sum is not.
+                let ls = row_sum(y).fast_ln();
+                for (o, &v) in y.iter_mut().zip(x) {
+                    *o = (v - m) - ls;
+                }
+            },
+        )
     });
 }
 
@@ -212,15 +222,18 @@ pub fn logsumexp<T: Float>(src: &[T], d: ReduceDims, out: &mut [T]) {
             for (j, r) in row.iter_mut().enumerate() {
                 *r = s[j * d.inner + i];
             }
-            *slot = with_best_simd(|| {
-                let m = row_max(&row);
-                let sh = shift(m);
-                let mut acc = T::ZERO;
-                for &v in &row {
-                    acc += (v - sh).fast_exp();
-                }
-                sh + acc.fast_ln()
-            });
+            *slot = with_best_simd(
+                #[inline(always)]
+                || {
+                    let m = row_max(&row);
+                    let sh = shift(m);
+                    let mut acc = T::ZERO;
+                    for &v in &row {
+                        acc += (v - sh).fast_exp();
+                    }
+                    sh + acc.fast_ln()
+                },
+            );
         }
     });
 }

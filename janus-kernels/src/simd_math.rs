@@ -204,11 +204,7 @@ fn recip_refined(num: f32, a: f32, b: f32) -> f32 {
 
 #[inline(always)]
 fn map(src: &[f32], dst: &mut [f32], lane: impl Fn(f32) -> f32) {
-    assert_eq!(
-        src.len(),
-        dst.len(),
-        "source and destination lengths differ"
-    );
+    assert_eq!(src.len(), dst.len(), "source and destination lengths differ");
     with_best_simd(|| {
         for (d, &s) in dst.iter_mut().zip(src) {
             *d = lane(s);
@@ -286,11 +282,7 @@ mod tests {
     /// rounded result can show up to half an ulp) over every 97th f32 bit pattern
     /// accepted by `keep`; returns (error, where, max ulps vs the rounded reference).
     fn sweep(f: SliceFn, reference: fn(f64) -> f64, keep: fn(f32) -> bool) -> (f64, f32, u32) {
-        let xs: Vec<f32> = (0..=u32::MAX)
-            .step_by(97)
-            .map(f32::from_bits)
-            .filter(|&x| keep(x))
-            .collect();
+        let xs: Vec<f32> = (0..=u32::MAX).step_by(97).map(f32::from_bits).filter(|&x| keep(x)).collect();
         let mut ys = vec![0.0; xs.len()];
         f(&xs, &mut ys);
         let (mut worst, mut at, mut ulps) = (0.0, 0.0, 0);
@@ -356,18 +348,11 @@ mod tests {
             (sigmoid_lane, -100.0, e100), (sigmoid_lane, -104.0, 0.0),
         ];
         for (i, &(f, x, want)) in cases.iter().enumerate() {
-            assert!(
-                same(f(x), want),
-                "case {i}: f({x:e}) = {:e}, want {want:e}",
-                f(x)
-            );
+            assert!(same(f(x), want), "case {i}: f({x:e}) = {:e}, want {want:e}", f(x));
         }
         assert!(exp_lane(88.72).is_finite());
         let s = sigmoid_lane(-80.0) as f64;
-        assert!(
-            (s / (-80f64).exp() - 1.0).abs() < 2e-7,
-            "sigmoid(-80) = {s:e}"
-        );
+        assert!((s / (-80f64).exp() - 1.0).abs() < 2e-7, "sigmoid(-80) = {s:e}");
         // Slices agree with lanes, so these also cover the slice functions.
         let mut buf = [-0.0, 1e-45, 1.0];
         log_inplace(&mut buf);
@@ -377,36 +362,21 @@ mod tests {
     #[test]
     fn all_levels_match_lanes_bit_for_bit() {
         let mut xs: Vec<f32> = (0..=u32::MAX).step_by(9973).map(f32::from_bits).collect();
-        xs.extend([
-            0.0,
-            -0.0,
-            f32::INFINITY,
-            -f32::INFINITY,
-            f32::NAN,
-            0.625,
-            -0.625,
-        ]);
+        xs.extend([0.0, -0.0, f32::INFINITY, -f32::INFINITY, f32::NAN, 0.625, -0.625]);
         let levels: &[SimdLevel] = match simd_level() {
             SimdLevel::Avx512 => &[SimdLevel::Avx512, SimdLevel::Avx2Fma, SimdLevel::Baseline],
             SimdLevel::Avx2Fma => &[SimdLevel::Avx2Fma, SimdLevel::Baseline],
             SimdLevel::Baseline => &[SimdLevel::Baseline],
         };
-        let inplace: [fn(&mut [f32]); 4] =
-            [exp_inplace, log_inplace, tanh_inplace, sigmoid_inplace];
+        let inplace: [fn(&mut [f32]); 4] = [exp_inplace, log_inplace, tanh_inplace, sigmoid_inplace];
         for ((name, slice_fn, lane), inplace_fn) in FUNCS.into_iter().zip(inplace) {
             let want: Vec<f32> = xs.iter().map(|&x| lane(x)).collect();
             let mut got = vec![0.0; xs.len()];
             slice_fn(&xs, &mut got);
-            assert!(
-                want.iter().zip(&got).all(|(&a, &b)| same(a, b)),
-                "{name} slice"
-            );
+            assert!(want.iter().zip(&got).all(|(&a, &b)| same(a, b)), "{name} slice");
             got.copy_from_slice(&xs);
             inplace_fn(&mut got);
-            assert!(
-                want.iter().zip(&got).all(|(&a, &b)| same(a, b)),
-                "{name} in place"
-            );
+            assert!(want.iter().zip(&got).all(|(&a, &b)| same(a, b)), "{name} in place");
             for &level in levels {
                 // SAFETY: `levels` only lists levels up to the detected one.
                 unsafe {

@@ -60,8 +60,8 @@ fn coalesce<const N: usize>(shape: &[usize], strides: [&[usize]; N]) -> Plan<N> 
         if len == 1 {
             continue;
         }
-        let mergeable = !out_shape.is_empty()
-            && (0..N).all(|o| *out_strides[o].last().unwrap() == strides[o][d] * len);
+        let mergeable =
+            !out_shape.is_empty() && (0..N).all(|o| *out_strides[o].last().unwrap() == strides[o][d] * len);
         if mergeable {
             *out_shape.last_mut().unwrap() *= len;
             for o in 0..N {
@@ -157,19 +157,22 @@ pub fn map1<A: Copy + Sync, O: Copy + Send>(
         let base = range.start;
         walk(&plan, [a.offset], range, |o, len, [pa]| {
             let o = &mut chunk[o - base..o - base + len];
-            with_best_simd(|| match sa {
-                1 => {
-                    for (y, &x) in o.iter_mut().zip(&a.data[pa..pa + len]) {
-                        *y = f(x);
+            with_best_simd(
+                #[inline(always)]
+                || match sa {
+                    1 => {
+                        for (y, &x) in o.iter_mut().zip(&a.data[pa..pa + len]) {
+                            *y = f(x);
+                        }
                     }
-                }
-                0 => o.fill(f(a.data[pa])),
-                _ => {
-                    for (i, y) in o.iter_mut().enumerate() {
-                        *y = f(a.data[pa + i * sa]);
+                    0 => o.fill(f(a.data[pa])),
+                    _ => {
+                        for (i, y) in o.iter_mut().enumerate() {
+                            *y = f(a.data[pa + i * sa]);
+                        }
                     }
-                }
-            })
+                },
+            )
         });
     });
 }
@@ -189,31 +192,34 @@ pub fn map2<A: Copy + Sync, B: Copy + Sync, O: Copy + Send>(
         let base = range.start;
         walk(&plan, [a.offset, b.offset], range, |o, len, [pa, pb]| {
             let o = &mut chunk[o - base..o - base + len];
-            with_best_simd(|| match (sa, sb) {
-                (1, 1) => {
-                    let (xa, xb) = (&a.data[pa..pa + len], &b.data[pb..pb + len]);
-                    for ((y, &x), &z) in o.iter_mut().zip(xa).zip(xb) {
-                        *y = f(x, z);
+            with_best_simd(
+                #[inline(always)]
+                || match (sa, sb) {
+                    (1, 1) => {
+                        let (xa, xb) = (&a.data[pa..pa + len], &b.data[pb..pb + len]);
+                        for ((y, &x), &z) in o.iter_mut().zip(xa).zip(xb) {
+                            *y = f(x, z);
+                        }
                     }
-                }
-                (1, 0) => {
-                    let z = b.data[pb];
-                    for (y, &x) in o.iter_mut().zip(&a.data[pa..pa + len]) {
-                        *y = f(x, z);
+                    (1, 0) => {
+                        let z = b.data[pb];
+                        for (y, &x) in o.iter_mut().zip(&a.data[pa..pa + len]) {
+                            *y = f(x, z);
+                        }
                     }
-                }
-                (0, 1) => {
-                    let x = a.data[pa];
-                    for (y, &z) in o.iter_mut().zip(&b.data[pb..pb + len]) {
-                        *y = f(x, z);
+                    (0, 1) => {
+                        let x = a.data[pa];
+                        for (y, &z) in o.iter_mut().zip(&b.data[pb..pb + len]) {
+                            *y = f(x, z);
+                        }
                     }
-                }
-                _ => {
-                    for (i, y) in o.iter_mut().enumerate() {
-                        *y = f(a.data[pa + i * sa], b.data[pb + i * sb]);
+                    _ => {
+                        for (i, y) in o.iter_mut().enumerate() {
+                            *y = f(a.data[pa + i * sa], b.data[pb + i * sb]);
+                        }
                     }
-                }
-            })
+                },
+            )
         });
     });
 }
@@ -234,19 +240,22 @@ pub fn map3<A: Copy + Sync, B: Copy + Sync, C: Copy + Sync, O: Copy + Send>(
         let base = range.start;
         walk(&plan, [a.offset, b.offset, c.offset], range, |o, len, [pa, pb, pc]| {
             let o = &mut chunk[o - base..o - base + len];
-            with_best_simd(|| {
-                if s == [1, 1, 1] {
-                    let (xa, xb, xc) =
-                        (&a.data[pa..pa + len], &b.data[pb..pb + len], &c.data[pc..pc + len]);
-                    for (i, y) in o.iter_mut().enumerate() {
-                        *y = f(xa[i], xb[i], xc[i]);
+            with_best_simd(
+                #[inline(always)]
+                || {
+                    if s == [1, 1, 1] {
+                        let (xa, xb, xc) =
+                            (&a.data[pa..pa + len], &b.data[pb..pb + len], &c.data[pc..pc + len]);
+                        for (i, y) in o.iter_mut().enumerate() {
+                            *y = f(xa[i], xb[i], xc[i]);
+                        }
+                    } else {
+                        for (i, y) in o.iter_mut().enumerate() {
+                            *y = f(a.data[pa + i * s[0]], b.data[pb + i * s[1]], c.data[pc + i * s[2]]);
+                        }
                     }
-                } else {
-                    for (i, y) in o.iter_mut().enumerate() {
-                        *y = f(a.data[pa + i * s[0]], b.data[pb + i * s[1]], c.data[pc + i * s[2]]);
-                    }
-                }
-            })
+                },
+            )
         });
     });
 }
@@ -274,9 +283,7 @@ mod tests {
         let b = [10.0f32, 20.0];
         let mut out = [0.0f32; 6];
         // a is a row [1,3] broadcast over 2 rows; b is a column [2,1] broadcast over 3 columns.
-        map2(&[2, 3], Src::new(&a, &[0, 1], 0), Src::new(&b, &[1, 0], 0), &mut out, 4, |x, y| {
-            x + y
-        });
+        map2(&[2, 3], Src::new(&a, &[0, 1], 0), Src::new(&b, &[1, 0], 0), &mut out, 4, |x, y| x + y);
         assert_eq!(out, [11.0, 12.0, 13.0, 21.0, 22.0, 23.0]);
     }
 

@@ -92,7 +92,9 @@ fn check_fields(fields: &Fields) -> syn::Result<()> {
     let mut errors = None;
     for f in fields {
         let msg = match &f.ty {
-            Type::Reference(_) => Some("module fields cannot be references: a module owns its leaves (a `Tensor` is cheap to clone, store that)"),
+            Type::Reference(_) => Some(
+                "module fields cannot be references: a module owns its leaves (a `Tensor` is cheap to clone, store that)",
+            ),
             Type::Ptr(_) => Some("module fields cannot be raw pointers"),
             Type::BareFn(_) | Type::ImplTrait(_) | Type::TraitObject(_) => {
                 Some("module fields must be tensors, constants or modules, not functions or trait objects")

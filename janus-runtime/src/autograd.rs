@@ -37,11 +37,14 @@ pub(crate) enum NodeBackward {
     /// A primitive op with a single output, saved without its own grad history (no cycle).
     Op { op: Op, output: Tensor },
     /// A multi-output computation with its own backward (e.g. a compiled fragment).
+    #[allow(dead_code)] // constructed once compiled fragments record autograd nodes
     Custom(Box<dyn CustomBackward>),
 }
 
 /// The backward of a multi-output node.
-pub(crate) trait CustomBackward: Send + Sync + std::panic::RefUnwindSafe + std::panic::UnwindSafe {
+pub(crate) trait CustomBackward:
+    Send + Sync + std::panic::RefUnwindSafe + std::panic::UnwindSafe
+{
     /// Number of outputs.
     fn num_outputs(&self) -> usize;
     /// Input gradients (one slot per node input) from output cotangents (`None` = zero).
@@ -91,7 +94,12 @@ impl Tensor {
     #[track_caller]
     pub fn requires_grad(self) -> Tensor {
         if !self.dtype().is_float() {
-            bail!("requires_grad", "only float tensors can require gradients, got {} {:?}", self.dtype(), self.shape());
+            bail!(
+                "requires_grad",
+                "only float tensors can require gradients, got {} {:?}",
+                self.dtype(),
+                self.shape()
+            );
         }
         Tensor::from_parts(self.shape().clone(), self.dtype(), self.0.data.clone(), GradMeta::Leaf)
     }
@@ -121,7 +129,11 @@ impl Tensor {
     #[track_caller]
     pub fn backward(&self) -> Grads {
         if self.numel() != 1 {
-            bail!("backward", "gradients can only be implicitly seeded for a one-element tensor, got shape {:?}; use backward_with", self.shape());
+            bail!(
+                "backward",
+                "gradients can only be implicitly seeded for a one-element tensor, got shape {:?}; use backward_with",
+                self.shape()
+            );
         }
         let seed = Tensor::ones_like(self);
         self.backward_with(&seed)
@@ -131,10 +143,21 @@ impl Tensor {
     #[track_caller]
     pub fn backward_with(&self, seed: &Tensor) -> Grads {
         if !self.needs_grad() {
-            bail!("backward", "tensor {:?} does not require grad: no leaf it depends on was created with requires_grad()", self.shape());
+            bail!(
+                "backward",
+                "tensor {:?} does not require grad: no leaf it depends on was created with requires_grad()",
+                self.shape()
+            );
         }
         if seed.shape() != self.shape() || seed.dtype() != self.dtype() {
-            bail!("backward", "seed {} {:?} does not match the tensor's {} {:?}", seed.dtype(), seed.shape(), self.dtype(), self.shape());
+            bail!(
+                "backward",
+                "seed {} {:?} does not match the tensor's {} {:?}",
+                seed.dtype(),
+                seed.shape(),
+                self.dtype(),
+                self.shape()
+            );
         }
         crate::trace::on_backward(self);
         no_grad(|| run_backward(self, seed.clone()))

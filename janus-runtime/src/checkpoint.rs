@@ -49,21 +49,22 @@ pub fn save<M: Module + ?Sized>(path: impl AsRef<Path>, module: &M) -> Result<()
         .iter()
         .zip(&bytes)
         .map(|((name, t), b)| {
-            let view = TensorView::new(st_dtype(t.dtype()), t.dims().to_vec(), b).expect("byte length matches shape");
+            let view = TensorView::new(st_dtype(t.dtype()), t.dims().to_vec(), b)
+                .expect("byte length matches shape");
             (name.clone(), view)
         })
         .collect();
-    let data = safetensors::serialize(views, None).map_err(|e| CheckpointError::Corrupt {
-        path: path.display().to_string(),
-        detail: e.to_string(),
-    })?;
-    write_atomically(path, &data).map_err(|source| CheckpointError::Io { path: path.display().to_string(), source })
+    let data = safetensors::serialize(views, None)
+        .map_err(|e| CheckpointError::Corrupt { path: path.display().to_string(), detail: e.to_string() })?;
+    write_atomically(path, &data)
+        .map_err(|source| CheckpointError::Io { path: path.display().to_string(), source })
 }
 
 fn write_atomically(path: &Path, data: &[u8]) -> std::io::Result<()> {
     let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let nonce = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
+    let nonce =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
     let tmp = dir.join(format!(".{name}.tmp-{}-{nonce}", std::process::id()));
     let result = (|| {
         let mut file = std::fs::File::create(&tmp)?;
@@ -85,15 +86,27 @@ pub fn load<M: Module + ?Sized>(path: impl AsRef<Path>, module: &mut M) -> Resul
     let path = path.as_ref();
     let p = || path.display().to_string();
     let data = std::fs::read(path).map_err(|source| CheckpointError::Io { path: p(), source })?;
-    let file = SafeTensors::deserialize(&data).map_err(|e| CheckpointError::Corrupt { path: p(), detail: e.to_string() })?;
+    let file = SafeTensors::deserialize(&data)
+        .map_err(|e| CheckpointError::Corrupt { path: p(), detail: e.to_string() })?;
     let mut loaded = Vec::new();
     for (name, t) in module.named_tensors() {
-        let view = file.tensor(&name).map_err(|_| CheckpointError::Missing { path: p(), name: name.clone() })?;
+        let view =
+            file.tensor(&name).map_err(|_| CheckpointError::Missing { path: p(), name: name.clone() })?;
         if view.dtype() != st_dtype(t.dtype()) {
-            return Err(CheckpointError::DtypeMismatch { path: p(), name, expected: t.dtype(), found: format!("{:?}", view.dtype()) });
+            return Err(CheckpointError::DtypeMismatch {
+                path: p(),
+                name,
+                expected: t.dtype(),
+                found: format!("{:?}", view.dtype()),
+            });
         }
         if view.shape() != t.dims() {
-            return Err(CheckpointError::ShapeMismatch { path: p(), name, expected: t.shape().clone(), found: view.shape().to_vec() });
+            return Err(CheckpointError::ShapeMismatch {
+                path: p(),
+                name,
+                expected: t.shape().clone(),
+                found: view.shape().to_vec(),
+            });
         }
         let fresh = Tensor::from_buffer(from_bytes(t.dtype(), view.data()), t.shape().clone());
         loaded.push(if t.is_leaf() { fresh.requires_grad() } else { fresh });

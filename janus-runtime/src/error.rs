@@ -86,7 +86,9 @@ pub enum CheckpointError {
         name: String,
     },
     /// A tensor's shape differs between the module and the file.
-    #[error("checkpoint {path}: tensor `{name}` has shape {found:?} in the file, the module expects {expected:?}")]
+    #[error(
+        "checkpoint {path}: tensor `{name}` has shape {found:?} in the file, the module expects {expected:?}"
+    )]
     ShapeMismatch {
         /// The file.
         path: String,
@@ -98,7 +100,9 @@ pub enum CheckpointError {
         found: Vec<usize>,
     },
     /// A tensor's dtype differs between the module and the file.
-    #[error("checkpoint {path}: tensor `{name}` has dtype {found} in the file, the module expects {expected}")]
+    #[error(
+        "checkpoint {path}: tensor `{name}` has dtype {found} in the file, the module expects {expected}"
+    )]
     DtypeMismatch {
         /// The file.
         path: String,

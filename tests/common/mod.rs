@@ -35,10 +35,8 @@ pub fn grad_check(inputs: &[Tensor], f: &dyn Fn(&[Tensor]) -> Tensor) -> f64 {
     let mut worst: f64 = 0.0;
     for (i, x) in inputs.iter().enumerate() {
         let base = x.to_vec::<f64>();
-        let analytic = grads
-            .get(&leaves[i])
-            .map(|g| g.to_vec::<f64>())
-            .unwrap_or_else(|| vec![0.0; base.len()]);
+        let analytic =
+            grads.get(&leaves[i]).map(|g| g.to_vec::<f64>()).unwrap_or_else(|| vec![0.0; base.len()]);
         assert_eq!(analytic.len(), base.len(), "gradient shape of input {i}");
         let mut numeric = vec![0.0; base.len()];
         for j in 0..base.len() {

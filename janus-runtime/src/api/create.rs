@@ -14,7 +14,13 @@ impl Tensor {
     pub fn from_vec<T: Element>(data: Vec<T>, shape: impl Into<Shape>) -> Tensor {
         let shape = shape.into();
         if data.len() != shape.numel() {
-            bail!("from_vec", "{} values cannot fill shape {:?} ({} elements)", data.len(), shape, shape.numel());
+            bail!(
+                "from_vec",
+                "{} values cannot fill shape {:?} ({} elements)",
+                data.len(),
+                shape,
+                shape.numel()
+            );
         }
         apply(Op::Constant(Constant { data: Arc::new(T::wrap(data)), shape }), &[])
     }

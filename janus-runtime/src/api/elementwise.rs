@@ -167,7 +167,9 @@ impl Tensor {
     pub fn try_to_device(&self, device: Device) -> Result<Tensor, DeviceError> {
         match device {
             Device::Cpu => Ok(self.clone()),
-            Device::Cuda(_) => Err(DeviceError::Unavailable { device, reason: "this build has no CUDA backend yet" }),
+            Device::Cuda(_) => {
+                Err(DeviceError::Unavailable { device, reason: "this build has no CUDA backend yet" })
+            }
         }
     }
 }

@@ -1,8 +1,8 @@
 //! Losses.
 
+use crate::DType;
 use crate::error::{Composite, bail};
 use crate::tensor::Tensor;
-use crate::DType;
 
 impl Tensor {
     /// Softmax cross-entropy of `[batch, classes]` logits against `i64` class targets
@@ -10,13 +10,29 @@ impl Tensor {
     #[track_caller]
     pub fn cross_entropy(&self, targets: &Tensor) -> Tensor {
         if self.rank() != 2 || !self.dtype().is_float() {
-            bail!("cross_entropy", "expected float logits [batch, classes], got {} {:?}", self.dtype(), self.shape());
+            bail!(
+                "cross_entropy",
+                "expected float logits [batch, classes], got {} {:?}",
+                self.dtype(),
+                self.shape()
+            );
         }
         if targets.dtype() != DType::I64 {
-            bail!("cross_entropy", "targets must be i64 class indices, got {} {:?} (logits {:?})", targets.dtype(), targets.shape(), self.shape());
+            bail!(
+                "cross_entropy",
+                "targets must be i64 class indices, got {} {:?} (logits {:?})",
+                targets.dtype(),
+                targets.shape(),
+                self.shape()
+            );
         }
         if targets.dims() != [self.dims()[0]] {
-            bail!("cross_entropy", "targets {:?} must be [batch] for logits {:?}", targets.shape(), self.shape());
+            bail!(
+                "cross_entropy",
+                "targets {:?} must be [batch] for logits {:?}",
+                targets.shape(),
+                self.shape()
+            );
         }
         let _ctx = Composite::enter("cross_entropy");
         let picked = self.log_softmax(1).gather(1, &targets.unsqueeze(1));
@@ -27,7 +43,12 @@ impl Tensor {
     #[track_caller]
     pub fn mse(&self, target: &Tensor) -> Tensor {
         if self.shape() != target.shape() {
-            bail!("mse", "prediction {:?} and target {:?} must have the same shape", self.shape(), target.shape());
+            bail!(
+                "mse",
+                "prediction {:?} and target {:?} must have the same shape",
+                self.shape(),
+                target.shape()
+            );
         }
         let _ctx = Composite::enter("mse");
         (self - target).square().mean_all()

@@ -23,7 +23,12 @@ impl Tensor {
         let v = d.to_isize();
         let i = if v < 0 { v + r } else { v };
         if i < 0 || i >= r {
-            bail!(op, "dim {v} is out of range for a tensor of shape {:?} (rank {})", self.shape(), self.rank());
+            bail!(
+                op,
+                "dim {v} is out of range for a tensor of shape {:?} (rank {})",
+                self.shape(),
+                self.rank()
+            );
         }
         i as usize
     }

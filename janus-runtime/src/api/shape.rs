@@ -1,10 +1,10 @@
 //! Shape methods: reshape, transposes, slicing, broadcasting, concatenation, indexing.
 
+use crate::DType;
 use crate::error::bail;
 use crate::ops::{Axis, BroadcastTo, IndexAdd, Narrow, OneHot, Op, Pad, Permute, Reshape, ScatterAdd, apply};
 use crate::shape::{Dim, ReshapeSpec, Shape};
 use crate::tensor::Tensor;
-use crate::DType;
 
 impl Tensor {
     /// The same elements in another shape; one dimension may be `-1` (inferred). A view when
@@ -17,7 +17,7 @@ impl Tensor {
         let holes = spec.iter().filter(|&&d| d < 0).count();
         let valid = match holes {
             0 => known == numel && spec.iter().all(|&d| d >= 0),
-            1 => known != 0 && numel % known == 0 && spec.iter().all(|&d| d >= -1),
+            1 => known != 0 && numel.is_multiple_of(known) && spec.iter().all(|&d| d >= -1),
             _ => false,
         };
         if !valid {
@@ -124,8 +124,12 @@ impl Tensor {
     pub fn chunk<const N: usize>(&self, dim: impl Dim) -> [Tensor; N] {
         let d = self.resolve_dim("chunk", dim, 0);
         let size = self.dims()[d];
-        if N == 0 || size % N != 0 {
-            bail!("chunk", "dimension {d} of {:?} (size {size}) does not split into {N} equal chunks", self.shape());
+        if N == 0 || !size.is_multiple_of(N) {
+            bail!(
+                "chunk",
+                "dimension {d} of {:?} (size {size}) does not split into {N} equal chunks",
+                self.shape()
+            );
         }
         let len = size / N;
         std::array::from_fn(|i| self.narrow(d, i * len, len))

@@ -1,7 +1,7 @@
 //! `Embedding`: a lookup table of learned vectors.
 
-use crate::module::impl_module;
 use crate::Tensor;
+use crate::module::impl_module;
 
 /// `weight[idx]` for `i64` indices of any shape; the result gains a last dimension `dim`.
 #[derive(Clone, Debug)]

@@ -1,8 +1,8 @@
 //! `Linear`: `y = x @ W^T + b`.
 
 use super::uniform_param;
-use crate::module::impl_module;
 use crate::Tensor;
+use crate::module::impl_module;
 
 /// A fully connected layer. `weight` is `[out, in]` and `bias` `[out]`, as in PyTorch, so
 /// checkpoints line up; the transpose in `forward` is a stride swap, not a copy.

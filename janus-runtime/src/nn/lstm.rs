@@ -1,8 +1,8 @@
 //! `LstmCell`: one LSTM step with the four gate matmuls fused into one pair.
 
 use super::uniform_param;
-use crate::module::impl_module;
 use crate::Tensor;
+use crate::module::impl_module;
 
 /// An LSTM cell with PyTorch's gate order (input, forget, cell, output). The input and hidden
 /// projections of all four gates are one matmul each (`[in, 4H]` and `[H, 4H]`). PyTorch keeps

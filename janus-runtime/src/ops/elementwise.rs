@@ -2,10 +2,10 @@
 //! Each op's shape rule, kernel and VJP are next to each other.
 
 use super::{Cast, Clamp, Powf, TensorType};
+use crate::DType;
 use crate::error::bail;
 use crate::shape::{Shape, Strides, broadcast_shapes};
 use crate::tensor::{Data, Tensor};
-use crate::DType;
 use janus_kernels::buffer::Stored;
 use janus_kernels::strided::{PARALLEL_MIN_ELEMS, Src, map1, map2, map3};
 use janus_kernels::{Element, Float, with_any_type, with_float_type};
@@ -190,7 +190,13 @@ pub(crate) fn infer_binary(op: BinaryOp, a: &Tensor, b: &Tensor) -> TensorType {
         _ => a.dtype() != DType::Bool,
     };
     if !ok {
-        bail!(op.name(), "not defined for {} operands (shapes {:?} and {:?})", a.dtype(), a.shape(), b.shape());
+        bail!(
+            op.name(),
+            "not defined for {} operands (shapes {:?} and {:?})",
+            a.dtype(),
+            a.shape(),
+            b.shape()
+        );
     }
     TensorType { shape: broadcast(op.name(), a, b), dtype: a.dtype() }
 }
@@ -251,11 +257,19 @@ fn unary_float<T: Float>(u: UnaryOp, x: &Tensor) -> Data {
         UnaryOp::Tanh => map1(shape, src, &mut out, COSTLY_PAR, T::fast_tanh),
         UnaryOp::Sigmoid => map1(shape, src, &mut out, COSTLY_PAR, T::fast_sigmoid),
         // NaN stays NaN, as in PyTorch.
-        UnaryOp::Relu => map1(shape, src, &mut out, PARALLEL_MIN_ELEMS, |v: T| if v < zero { zero } else { v }),
+        UnaryOp::Relu => {
+            map1(shape, src, &mut out, PARALLEL_MIN_ELEMS, |v: T| if v < zero { zero } else { v })
+        }
         UnaryOp::Square => map1(shape, src, &mut out, PARALLEL_MIN_ELEMS, |v: T| v * v),
         UnaryOp::Recip => map1(shape, src, &mut out, PARALLEL_MIN_ELEMS, |v: T| T::ONE / v),
         UnaryOp::Sign => map1(shape, src, &mut out, PARALLEL_MIN_ELEMS, |v: T| {
-            if v > zero { T::ONE } else if v < zero { -T::ONE } else { v }
+            if v > zero {
+                T::ONE
+            } else if v < zero {
+                -T::ONE
+            } else {
+                v
+            }
         }),
         UnaryOp::Not => unreachable!("rejected by the shape rule"),
     }
@@ -296,6 +310,8 @@ pub(crate) fn powf(p: &Powf, x: &Tensor) -> Data {
     }, _ => unreachable!("rejected by the shape rule"))
 }
 
+// `T = bool` is instantiated by the dtype macro but rejected by the shape rules.
+#[allow(clippy::bool_comparison)]
 pub(crate) fn clamp(p: &Clamp, x: &Tensor) -> Data {
     with_any_type!(x.dtype(), T => {
         let (lo, hi) = (T::from_f64(p.min.get()), T::from_f64(p.max.get()));
@@ -363,6 +379,8 @@ pub(crate) fn binary(op: BinaryOp, a: &Tensor, b: &Tensor, ty: &TensorType) -> D
     }
 }
 
+// Ordering comparisons of bools are rejected by the shape rule.
+#[allow(clippy::bool_comparison)]
 pub(crate) fn compare(op: CmpOp, a: &Tensor, b: &Tensor, ty: &TensorType) -> Data {
     with_any_type!(a.dtype(), T => match op {
         CmpOp::Gt => binary_typed::<T, bool>(a, b, ty, |x, y| x > y),
@@ -444,7 +462,13 @@ fn extremum_weights(a: &Tensor, b: &Tensor, a_wins: &Tensor) -> (Tensor, Tensor)
     (wa, wb)
 }
 
-pub(crate) fn binary_vjp(op: BinaryOp, a: &Tensor, b: &Tensor, out: &Tensor, g: &Tensor) -> Vec<Option<Tensor>> {
+pub(crate) fn binary_vjp(
+    op: BinaryOp,
+    a: &Tensor,
+    b: &Tensor,
+    out: &Tensor,
+    g: &Tensor,
+) -> Vec<Option<Tensor>> {
     let (na, nb) = (a.needs_grad(), b.needs_grad());
     let ga = |f: &dyn Fn() -> Tensor| na.then(|| sum_to(&f(), a.shape()));
     let gb = |f: &dyn Fn() -> Tensor| nb.then(|| sum_to(&f(), b.shape()));

@@ -2,10 +2,10 @@
 //! `i64` and bounds-checked; an out-of-range index panics with the op, shapes and caller.
 
 use super::{Axis, IndexAdd, OneHot, ScatterAdd, TensorType};
+use crate::DType;
 use crate::error::bail;
 use crate::shape::Shape;
 use crate::tensor::{Data, Tensor};
-use crate::DType;
 use janus_kernels::buffer::Stored;
 use janus_kernels::index::{self as k, IndexOutOfRange};
 use janus_kernels::reduce::ReduceDims;
@@ -48,7 +48,13 @@ pub(crate) fn infer_gather(p: &Axis, x: &Tensor, idx: &Tensor) -> TensorType {
     let fits = idx.rank() == x.rank()
         && idx.dims().iter().zip(x.dims()).enumerate().all(|(i, (a, b))| i == p.dim || a <= b);
     if !fits {
-        bail!("gather", "indices {:?} must have the rank of the source {:?} and fit inside it off dimension {}", idx.shape(), x.shape(), p.dim);
+        bail!(
+            "gather",
+            "indices {:?} must have the rank of the source {:?} and fit inside it off dimension {}",
+            idx.shape(),
+            x.shape(),
+            p.dim
+        );
     }
     TensorType { shape: idx.shape().clone(), dtype: x.dtype() }
 }
@@ -57,7 +63,13 @@ pub(crate) fn infer_gather(p: &Axis, x: &Tensor, idx: &Tensor) -> TensorType {
 pub(crate) fn infer_scatter_add(p: &ScatterAdd, src: &Tensor, idx: &Tensor) -> TensorType {
     check_index_dtype("scatter_add", src, idx);
     if src.shape() != idx.shape() || p.shape.rank() != idx.rank() {
-        bail!("scatter_add", "source {:?} and indices {:?} must match, with the rank of {:?}", src.shape(), idx.shape(), p.shape);
+        bail!(
+            "scatter_add",
+            "source {:?} and indices {:?} must match, with the rank of {:?}",
+            src.shape(),
+            idx.shape(),
+            p.shape
+        );
     }
     TensorType { shape: p.shape.clone(), dtype: src.dtype() }
 }

@@ -11,7 +11,14 @@ use janus_kernels::with_float_type;
 #[track_caller]
 pub(crate) fn infer_matmul(a: &Tensor, b: &Tensor) -> TensorType {
     if a.dtype() != b.dtype() || !a.dtype().is_float() {
-        bail!("matmul", "operands must be floats of one dtype, got {} {:?} and {} {:?}", a.dtype(), a.shape(), b.dtype(), b.shape());
+        bail!(
+            "matmul",
+            "operands must be floats of one dtype, got {} {:?} and {} {:?}",
+            a.dtype(),
+            a.shape(),
+            b.dtype(),
+            b.shape()
+        );
     }
     let (ra, rb) = (a.rank(), b.rank());
     if !(2..=3).contains(&ra) || !(2..=3).contains(&rb) {
@@ -66,7 +73,9 @@ pub(crate) fn matmul(a: &Tensor, b: &Tensor, ty: &TensorType) -> Data {
 /// `dA = g @ B^T`, `dB = A^T @ g`, each summed back over a broadcast batch.
 pub(crate) fn matmul_vjp(a: &Tensor, b: &Tensor, g: &Tensor) -> Vec<Option<Tensor>> {
     let mt = |t: &Tensor| t.transpose(-2, -1);
-    let da = a.needs_grad().then(|| super::elementwise::sum_to(&g.matmul(&mt(b)), &batch_shape(a, g)).reshape(a.shape()));
+    let da = a
+        .needs_grad()
+        .then(|| super::elementwise::sum_to(&g.matmul(&mt(b)), &batch_shape(a, g)).reshape(a.shape()));
     let db = b.needs_grad().then(|| {
         if b.rank() == 2 && a.rank() == 3 {
             // Fold the batch into the rows: one [k, b*m] @ [b*m, n] GEMM instead of a batched
@@ -83,9 +92,5 @@ pub(crate) fn matmul_vjp(a: &Tensor, b: &Tensor, g: &Tensor) -> Vec<Option<Tenso
 
 /// The operand's shape as it appears inside the (possibly batched) product.
 fn batch_shape(t: &Tensor, g: &Tensor) -> Shape {
-    if g.rank() == 3 && t.rank() == 2 {
-        [1, t.dims()[0], t.dims()[1]].into()
-    } else {
-        t.shape().clone()
-    }
+    if g.rank() == 3 && t.rank() == 2 { [1, t.dims()[0], t.dims()[1]].into() } else { t.shape().clone() }
 }

@@ -14,10 +14,10 @@ pub(crate) mod reduce;
 pub(crate) mod shape_ops;
 pub(crate) mod source;
 
+use crate::DType;
 use crate::autograd::{GradMeta, GradNode, NodeBackward, is_grad_enabled};
 use crate::shape::Shape;
 use crate::tensor::{Data, Tensor};
-use crate::DType;
 use smallvec::SmallVec;
 
 pub use elementwise::{BinaryOp, CmpOp, UnaryOp};
@@ -353,7 +353,9 @@ impl Op {
             Op::Compare(c) => elementwise::infer_compare(*c, x[0], x[1]),
             Op::Where => elementwise::infer_where(x[0], x[1], x[2]),
             Op::Sum(p) => reduce::infer_sum(p, x[0]),
-            Op::Max(p) | Op::Min(p) | Op::LogSumExp(p) => reduce::infer_reduce_dim(self.name(), p, x[0], x[0].dtype()),
+            Op::Max(p) | Op::Min(p) | Op::LogSumExp(p) => {
+                reduce::infer_reduce_dim(self.name(), p, x[0], x[0].dtype())
+            }
             Op::ArgMax(p) => reduce::infer_reduce_dim(self.name(), p, x[0], DType::I64),
             Op::Softmax(_) | Op::LogSoftmax(_) => elementwise::infer_float(self.name(), x[0]),
             Op::MatMul => linalg::infer_matmul(x[0], x[1]),

@@ -2,10 +2,10 @@
 //! and the softmax family. Shape rules, kernels and VJPs.
 
 use super::{Axis, Op, ReduceDim, Sum, TensorType};
+use crate::DType;
 use crate::error::bail;
 use crate::shape::Shape;
 use crate::tensor::{Data, Tensor};
-use crate::DType;
 use janus_kernels::buffer::Stored;
 use janus_kernels::reduce::{self as k, ReduceDims};
 use janus_kernels::{Float, with_float_type};

@@ -24,7 +24,14 @@ pub(crate) fn infer_permute(p: &Permute, x: &Tensor) -> TensorType {
 pub(crate) fn infer_narrow(p: &Narrow, x: &Tensor) -> TensorType {
     let size = x.dims()[p.dim];
     if p.start + p.len > size {
-        bail!("narrow", "range {}..{} is out of bounds for dimension {} of {:?}", p.start, p.start + p.len, p.dim, x.shape());
+        bail!(
+            "narrow",
+            "range {}..{} is out of bounds for dimension {} of {:?}",
+            p.start,
+            p.start + p.len,
+            p.dim,
+            x.shape()
+        );
     }
     let mut shape = x.shape().clone();
     shape.0[p.dim] = p.len;
@@ -54,7 +61,15 @@ pub(crate) fn infer_cat(p: &Axis, xs: &[&Tensor]) -> TensorType {
         let same_rest = t.rank() == first.rank()
             && t.dims().iter().zip(first.dims()).enumerate().all(|(i, (a, b))| i == p.dim || a == b);
         if !same_rest || t.dtype() != first.dtype() {
-            bail!("cat", "tensors must agree in dtype and in every dimension but {}: {} {:?} vs {} {:?}", p.dim, first.dtype(), first.shape(), t.dtype(), t.shape());
+            bail!(
+                "cat",
+                "tensors must agree in dtype and in every dimension but {}: {} {:?} vs {} {:?}",
+                p.dim,
+                first.dtype(),
+                first.shape(),
+                t.dtype(),
+                t.shape()
+            );
         }
         shape.0[p.dim] += t.dims()[p.dim];
     }
@@ -86,7 +101,12 @@ pub(crate) fn broadcast_to(p: &BroadcastTo, x: &Tensor) -> Data {
 
 /// Copies contiguous `[outer, n_i, inner]` blocks of each part, side by side along the middle
 /// dimension of a `[outer, total, inner]` result.
-fn place<T: Copy + Default>(parts: &[(&[T], usize, usize)], outer: usize, inner: usize, total: usize) -> Vec<T> {
+fn place<T: Copy + Default>(
+    parts: &[(&[T], usize, usize)],
+    outer: usize,
+    inner: usize,
+    total: usize,
+) -> Vec<T> {
     let mut out = vec![T::default(); outer * total * inner];
     for o in 0..outer {
         for &(src, n, at) in parts {

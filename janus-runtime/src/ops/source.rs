@@ -3,10 +3,10 @@
 //! same state draws the same numbers as eager code.
 
 use super::{Arange, Full, RandFill, TensorType};
+use crate::DType;
 use crate::error::bail;
 use crate::shape::Shape;
 use crate::tensor::{Data, Tensor};
-use crate::DType;
 use janus_kernels::buffer::Stored;
 use janus_kernels::philox;
 use janus_kernels::{CpuBuffer, with_float_type};
@@ -41,7 +41,12 @@ pub(crate) fn rand(p: &RandFill, state: &Tensor, normal: bool) -> Data {
 #[track_caller]
 pub(crate) fn infer_multinomial(probs: &Tensor) -> TensorType {
     if !probs.dtype().is_float() || !(1..=2).contains(&probs.rank()) || probs.dims()[probs.rank() - 1] == 0 {
-        bail!("multinomial", "expected a non-empty 1-D or 2-D float tensor of weights, got {} {:?}", probs.dtype(), probs.shape());
+        bail!(
+            "multinomial",
+            "expected a non-empty 1-D or 2-D float tensor of weights, got {} {:?}",
+            probs.dtype(),
+            probs.shape()
+        );
     }
     let shape: Shape = if probs.rank() == 2 { [probs.dims()[0]].into() } else { Shape::scalar() };
     TensorType { shape, dtype: DType::I64 }

@@ -1,0 +1,110 @@
+//! The LSTM language-model workload of `shared/refbench` (T=32, B=32, V=65, H=128; one-hot
+//! input matmul, gate order i, f, g, o, softmax cross-entropy at every step), shared by the
+//! flagship example, the benches and the tests.
+#![allow(dead_code)]
+
+use janus::prelude::*;
+
+/// Sequence length.
+pub const T: usize = 32;
+/// Batch size.
+pub const B: usize = 32;
+/// Vocabulary size.
+pub const V: usize = 65;
+/// Hidden size.
+pub const H: usize = 128;
+
+/// Parameters, laid out as in the reference benchmarks.
+#[derive(Module, Clone)]
+pub struct LstmLm {
+    /// `[V, 4H]` input projection.
+    pub wx: Tensor,
+    /// `[H, 4H]` recurrent projection.
+    pub wh: Tensor,
+    /// `[4H]` gate bias.
+    pub b: Tensor,
+    /// `[H, V]` output projection.
+    pub wy: Tensor,
+    /// `[V]` output bias.
+    pub by: Tensor,
+}
+
+impl LstmLm {
+    /// Weights `N(0, 0.1^2)`, biases zero, like `lstm_common.init_params`.
+    pub fn new(vocab: usize, hidden: usize) -> Self {
+        let w = |r: usize, c: usize| no_grad(|| (Tensor::randn([r, c]) * 0.1f32).requires_grad());
+        LstmLm {
+            wx: w(vocab, 4 * hidden),
+            wh: w(hidden, 4 * hidden),
+            b: Tensor::zeros([4 * hidden]).requires_grad(),
+            wy: w(hidden, vocab),
+            by: Tensor::zeros([vocab]).requires_grad(),
+        }
+    }
+}
+
+/// Mean cross-entropy over all T x B positions; `xs[t]` is one-hot `[B, V]`, `ys[t]` `[B]`.
+pub fn loss(m: &LstmLm, xs: &[Tensor], ys: &[Tensor]) -> Tensor {
+    let (bsz, hid) = (xs[0].dims()[0], m.wh.dims()[0]);
+    let mut h = Tensor::zeros([bsz, hid]);
+    let mut c = Tensor::zeros([bsz, hid]);
+    let mut total = Tensor::scalar(0.0);
+    for t in 0..xs.len() {
+        let g = xs[t].matmul(&m.wx) + h.matmul(&m.wh) + &m.b;
+        let [i, f, gg, o] = g.chunk::<4>(1);
+        c = f.sigmoid() * &c + i.sigmoid() * gg.tanh();
+        h = o.sigmoid() * c.tanh();
+        total += (h.matmul(&m.wy) + &m.by).cross_entropy(&ys[t]);
+    }
+    total / xs.len() as f64
+}
+
+/// One training step with plain SGD; returns the loss before the update.
+pub fn sgd_step(m: &mut LstmLm, xs: &[Tensor], ys: &[Tensor], lr: f64) -> f32 {
+    let l = loss(m, xs, ys);
+    let grads = l.backward();
+    optim::Sgd::new(lr).step(m, &grads);
+    l.item()
+}
+
+/// Pre-generated batches of a periodic synthetic text (period 97), as in the refbench: the
+/// one-hot inputs and targets are prepared outside the timed step.
+pub struct Batches {
+    xs: Vec<Vec<Tensor>>,
+    ys: Vec<Vec<Tensor>>,
+}
+
+impl Batches {
+    /// `n` batches of `[T][B]` tokens drawn from the periodic text.
+    pub fn synthetic(n: usize) -> Self {
+        let mut s: u64 = 0x9E37_79B9_7F4A_7C15;
+        let mut next = move |m: usize| {
+            s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            ((s >> 33) % m as u64) as usize
+        };
+        let base: Vec<usize> = (0..97).map(|_| next(V)).collect();
+        let corpus: Vec<usize> = (0..97 * 64).map(|i| base[i % 97]).collect();
+        let starts: Vec<Vec<usize>> =
+            (0..n).map(|_| (0..B).map(|_| next(corpus.len() - T - 1)).collect()).collect();
+        Batches::from_corpus(&corpus, &starts, V)
+    }
+
+    /// Batches cut from `corpus` (token ids `< vocab`) at the given start offsets per batch.
+    pub fn from_corpus(corpus: &[usize], starts: &[Vec<usize>], vocab: usize) -> Self {
+        let (mut xs, mut ys) = (Vec::new(), Vec::new());
+        for st in starts {
+            let tok = |t: usize| {
+                Tensor::from_vec(st.iter().map(|&s| corpus[s + t] as i64).collect::<Vec<_>>(), [st.len()])
+            };
+            xs.push((0..T).map(|t| tok(t).one_hot(vocab)).collect());
+            ys.push((0..T).map(|t| tok(t + 1)).collect());
+        }
+        Batches { xs, ys }
+    }
+
+    /// Batch `k` (cycling), as `(inputs, targets)`.
+    pub fn batch(&self, k: usize) -> (&[Tensor], &[Tensor]) {
+        let i = k % self.xs.len();
+        (&self.xs[i], &self.ys[i])
+    }
+}
