@@ -11,6 +11,7 @@
 
 pub mod buffer;
 pub mod dtype;
+pub mod fused;
 pub mod index;
 pub mod matmul;
 pub mod philox;

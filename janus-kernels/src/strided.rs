@@ -260,6 +260,46 @@ pub fn map3<A: Copy + Sync, B: Copy + Sync, C: Copy + Sync, O: Copy + Send>(
     });
 }
 
+/// Reads arbitrary ranges of a strided operand in output order (the loads of a fused program).
+pub struct StridedReader<'a, T> {
+    src: Src<'a, T>,
+    plan: Plan<1>,
+    inner_stride: usize,
+}
+
+impl<'a, T: Copy> StridedReader<'a, T> {
+    /// A reader of `src` over the output shape `shape`.
+    pub fn new(shape: &[usize], src: Src<'a, T>) -> Self {
+        let plan = coalesce(shape, [src.strides]);
+        let inner_stride = *plan.strides[0].last().unwrap();
+        StridedReader { src, plan, inner_stride }
+    }
+
+    /// Fills `out` with the elements at output positions `start..start + out.len()`, converted
+    /// by `f`.
+    #[inline]
+    pub fn read<O: Copy>(&self, start: usize, out: &mut [O], f: impl Fn(T) -> O) {
+        let data = self.src.data;
+        let s = self.inner_stride;
+        walk(&self.plan, [self.src.offset], start..start + out.len(), |o, len, [p]| {
+            let o = &mut out[o - start..o - start + len];
+            match s {
+                1 => {
+                    for (y, &x) in o.iter_mut().zip(&data[p..p + len]) {
+                        *y = f(x);
+                    }
+                }
+                0 => o.fill(f(data[p])),
+                _ => {
+                    for (i, y) in o.iter_mut().enumerate() {
+                        *y = f(data[p + i * s]);
+                    }
+                }
+            }
+        });
+    }
+}
+
 /// Copies a strided operand into a contiguous buffer.
 pub fn copy<T: Copy + Sync + Send>(shape: &[usize], src: Src<T>, out: &mut [T]) {
     map1(shape, src, out, PARALLEL_MIN_ELEMS, |x| x);

@@ -10,14 +10,17 @@ mod autograd;
 pub mod checkpoint;
 mod device;
 pub mod error;
+mod fusion;
+pub mod graph;
 pub mod module;
 pub mod nn;
 pub mod ops;
 pub mod optim;
+pub mod passes;
 mod random;
 mod shape;
 mod tensor;
-mod trace;
+pub mod trace;
 
 pub use autograd::{Grads, is_grad_enabled, no_grad};
 pub use checkpoint::{load, save};

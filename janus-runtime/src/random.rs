@@ -68,5 +68,7 @@ pub fn set_stream_position(key: u64, counter: u64) {
 pub(crate) fn take(blocks: u64) -> Tensor {
     let s = current();
     STREAM.with(|c| c.set(Some(Stream { key: s.key, counter: s.counter.wrapping_add(blocks) })));
-    Tensor::from_buffer(CpuBuffer::I64(vec![s.key as i64, s.counter as i64]), [2].into())
+    let state = Tensor::from_buffer(CpuBuffer::I64(vec![s.key as i64, s.counter as i64]), [2].into());
+    crate::trace::record_rng_state(&state, blocks);
+    state
 }

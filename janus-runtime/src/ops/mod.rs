@@ -468,6 +468,15 @@ impl Op {
     }
 }
 
+/// Computes `op` on concrete operands without recording, autograd or user-facing checks beyond
+/// the shape rule: how graph executors and passes evaluate primitive nodes.
+#[track_caller]
+pub(crate) fn eval(op: &Op, inputs: &[&Tensor]) -> Tensor {
+    let ty = op.infer(inputs);
+    let data = op.compute(inputs, &ty);
+    Tensor::from_parts(ty.shape, ty.dtype, Some(data), GradMeta::None)
+}
+
 /// Runs `op` on `inputs`: the one entry point every op goes through.
 #[track_caller]
 pub(crate) fn apply(op: Op, inputs: &[&Tensor]) -> Tensor {
@@ -479,15 +488,20 @@ pub(crate) fn apply(op: Op, inputs: &[&Tensor]) -> Tensor {
     } else {
         None
     };
-    let out = match grad {
-        None => Tensor::from_parts(ty.shape, ty.dtype, data, GradMeta::None),
-        Some(inputs) => {
-            // The node saves the output without its grad history, so no reference cycle forms.
-            let saved = Tensor::from_parts(ty.shape.clone(), ty.dtype, data.clone(), GradMeta::None);
-            let node = GradNode::new(inputs, NodeBackward::Op { op: op.clone(), output: saved });
-            Tensor::from_parts(ty.shape, ty.dtype, data, GradMeta::Node(node, 0))
+    match grad {
+        None => {
+            let out = Tensor::from_parts(ty.shape, ty.dtype, data, GradMeta::None);
+            crate::trace::record(&op, inputs, &out, None);
+            out
         }
-    };
-    crate::trace::record(&op, inputs, &out);
-    out
+        Some(owned) => {
+            // The node saves the output without its grad history, so no reference cycle forms;
+            // a trace binds the saved copy to the same graph value.
+            let saved = Tensor::from_parts(ty.shape.clone(), ty.dtype, data.clone(), GradMeta::None);
+            let node = GradNode::new(owned, NodeBackward::Op { op: op.clone(), output: saved.clone() });
+            let out = Tensor::from_parts(ty.shape, ty.dtype, data, GradMeta::Node(node, 0));
+            crate::trace::record(&op, inputs, &out, Some(&saved));
+            out
+        }
+    }
 }

@@ -1,0 +1,510 @@
+//! Fused elementwise programs: a small register machine run tile by tile (the numexpr idea).
+//! Each instruction is one tight loop over a tile of registers that the compiler vectorises, so
+//! a chain of elementwise ops reads its inputs and writes its outputs once, with intermediates
+//! staying in cache. Tiles run in parallel with rayon when the output is large.
+//!
+//! Registers hold the group's float type; boolean values live in registers as 0 or 1.
+
+use crate::dtype::Float;
+use crate::simd_math::with_best_simd;
+use crate::strided::{Src, StridedReader};
+use rayon::prelude::*;
+use std::cell::RefCell;
+
+/// Elements per tile: a few registers of this size stay in L1.
+pub const TILE: usize = 512;
+
+/// A register index.
+pub type Reg = u16;
+
+/// Unary functions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum FUnary {
+    /// `-x`
+    Neg,
+    /// `e^x`
+    Exp,
+    /// `ln x`
+    Log,
+    /// `sqrt x`
+    Sqrt,
+    /// `|x|`
+    Abs,
+    /// `tanh x`
+    Tanh,
+    /// `1 / (1 + e^-x)`
+    Sigmoid,
+    /// `max(x, 0)` (NaN stays NaN)
+    Relu,
+    /// `x * x`
+    Square,
+    /// `1 / x`
+    Recip,
+    /// `-1`, `0`, `1`
+    Sign,
+    /// logical not of 0/1
+    Not,
+    /// `x^p`, `p` by its `f64` bits
+    Powf(u64),
+    /// clamp into `[lo, hi]`, by `f64` bits
+    Clamp(u64, u64),
+    /// Round toward zero (a cast to an integer type held in a float register).
+    Trunc,
+    /// `x != 0` as 0/1 (a cast to bool).
+    NonZero,
+}
+
+/// Binary functions; comparisons and logic produce 0/1.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum FBinary {
+    /// `a + b`
+    Add,
+    /// `a - b`
+    Sub,
+    /// `a * b`
+    Mul,
+    /// `a / b`
+    Div,
+    /// NaN-propagating maximum
+    Max,
+    /// NaN-propagating minimum
+    Min,
+    /// logical and of 0/1
+    And,
+    /// logical or of 0/1
+    Or,
+    /// `a > b`
+    Gt,
+    /// `a >= b`
+    Ge,
+    /// `a < b`
+    Lt,
+    /// `a <= b`
+    Le,
+    /// `a == b`
+    Eq,
+    /// `a != b`
+    Ne,
+}
+
+/// One instruction writing register `dst` (never one of its own operands).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Instr {
+    /// `dst = input[k]` at each position.
+    Load {
+        /// Destination register.
+        dst: Reg,
+        /// Input index.
+        input: u16,
+    },
+    /// `dst = f(a)`.
+    Unary {
+        /// Destination register.
+        dst: Reg,
+        /// Function.
+        f: FUnary,
+        /// Operand.
+        a: Reg,
+    },
+    /// `dst = f(a, b)`.
+    Binary {
+        /// Destination register.
+        dst: Reg,
+        /// Function.
+        f: FBinary,
+        /// Left operand.
+        a: Reg,
+        /// Right operand.
+        b: Reg,
+    },
+    /// `dst = f(a, c)`, or `f(c, a)` when `const_left`, with a constant `c` (by `f64` bits).
+    BinaryConst {
+        /// Destination register.
+        dst: Reg,
+        /// Function.
+        f: FBinary,
+        /// Register operand.
+        a: Reg,
+        /// The constant, by `f64` bits.
+        c: u64,
+        /// Whether the constant is the left operand.
+        const_left: bool,
+    },
+    /// `dst = c != 0 ? a : b`.
+    Select {
+        /// Destination register.
+        dst: Reg,
+        /// Condition register (0/1).
+        c: Reg,
+        /// Value where true.
+        a: Reg,
+        /// Value where false.
+        b: Reg,
+    },
+}
+
+/// A fused program: instructions, register count, and which registers are the outputs.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Program {
+    /// Instructions in execution order.
+    pub instrs: Vec<Instr>,
+    /// Registers used.
+    pub num_regs: u16,
+    /// Register holding each output.
+    pub outputs: Vec<Reg>,
+}
+
+/// An input operand: float values of the program's type, or bools (read as 0/1).
+pub enum Input<'a, T> {
+    /// A float operand.
+    Float(Src<'a, T>),
+    /// A bool operand.
+    Bool(Src<'a, bool>),
+}
+
+/// An output buffer, contiguous over the output shape.
+pub enum Output<'a, T> {
+    /// Float values.
+    Float(&'a mut [T]),
+    /// 0/1 registers stored as bools.
+    Bool(&'a mut [bool]),
+    /// Registers stored truncated as integers.
+    Int(&'a mut [i64]),
+}
+
+impl<T> Output<'_, T> {
+    fn len(&self) -> usize {
+        match self {
+            Output::Float(s) => s.len(),
+            Output::Bool(s) => s.len(),
+            Output::Int(s) => s.len(),
+        }
+    }
+}
+
+enum Reader<'a, T> {
+    Float(StridedReader<'a, T>),
+    Bool(StridedReader<'a, bool>),
+}
+
+/// Thread-local register files, reused across calls so running a program allocates nothing.
+pub trait Scratch: Float {
+    /// Runs `f` with this thread's scratch buffer of at least `len` elements.
+    fn with_scratch<R>(len: usize, f: impl FnOnce(&mut [Self]) -> R) -> R;
+}
+
+macro_rules! scratch {
+    ($t:ty, $name:ident) => {
+        thread_local! {
+            static $name: RefCell<Vec<$t>> = const { RefCell::new(Vec::new()) };
+        }
+        impl Scratch for $t {
+            fn with_scratch<R>(len: usize, f: impl FnOnce(&mut [Self]) -> R) -> R {
+                $name.with(|s| {
+                    // A nested use (re-entrancy) falls back to a fresh buffer.
+                    match s.try_borrow_mut() {
+                        Ok(mut v) => {
+                            if v.len() < len {
+                                v.resize(len, 0.0);
+                            }
+                            f(&mut v[..len])
+                        }
+                        Err(_) => f(&mut vec![0.0; len]),
+                    }
+                })
+            }
+        }
+    };
+}
+scratch!(f32, SCRATCH_F32);
+scratch!(f64, SCRATCH_F64);
+
+/// Below this many elements a program runs on the calling thread.
+const PARALLEL_MIN: usize = 1 << 15;
+
+/// Runs `prog` over `shape`; `outputs[i]` receives register `prog.outputs[i]`.
+pub fn run<T: Scratch>(prog: &Program, shape: &[usize], inputs: &[Input<T>], outputs: Vec<Output<T>>) {
+    let n: usize = shape.iter().product();
+    assert!(outputs.iter().all(|o| o.len() == n), "fused: output length mismatch");
+    assert_eq!(outputs.len(), prog.outputs.len(), "fused: output count mismatch");
+    if n == 0 {
+        return;
+    }
+    let readers: Vec<Reader<T>> = inputs
+        .iter()
+        .map(|i| match i {
+            Input::Float(s) => Reader::Float(StridedReader::new(shape, *s)),
+            Input::Bool(s) => Reader::Bool(StridedReader::new(shape, *s)),
+        })
+        .collect();
+    if n < PARALLEL_MIN || rayon::current_num_threads() < 2 {
+        run_range(prog, &readers, 0, outputs);
+        return;
+    }
+    // Split every output identically into per-task chunks of whole tiles.
+    let tasks = (n / (PARALLEL_MIN / 2)).clamp(2, 4 * rayon::current_num_threads());
+    let chunk = n.div_ceil(tasks).div_ceil(TILE) * TILE;
+    let mut per_task: Vec<Vec<Output<T>>> = (0..n.div_ceil(chunk)).map(|_| Vec::new()).collect();
+    for o in outputs {
+        match o {
+            Output::Float(s) => {
+                s.chunks_mut(chunk).zip(&mut per_task).for_each(|(c, t)| t.push(Output::Float(c)))
+            }
+            Output::Bool(s) => {
+                s.chunks_mut(chunk).zip(&mut per_task).for_each(|(c, t)| t.push(Output::Bool(c)))
+            }
+            Output::Int(s) => {
+                s.chunks_mut(chunk).zip(&mut per_task).for_each(|(c, t)| t.push(Output::Int(c)))
+            }
+        }
+    }
+    per_task.into_par_iter().enumerate().for_each(|(i, outs)| run_range(prog, &readers, i * chunk, outs));
+}
+
+/// Runs the program over positions `start..start + len(outputs)`, tile by tile.
+fn run_range<T: Scratch>(prog: &Program, readers: &[Reader<T>], start: usize, mut outputs: Vec<Output<T>>) {
+    let n = outputs.first().map_or(0, |o| o.len());
+    T::with_scratch(prog.num_regs as usize * TILE, |regs| {
+        let mut done = 0;
+        while done < n {
+            let len = TILE.min(n - done);
+            run_tile(prog, readers, start + done, len, regs);
+            for (o, &r) in outputs.iter_mut().zip(&prog.outputs) {
+                let src = &regs[r as usize * TILE..r as usize * TILE + len];
+                match o {
+                    Output::Float(s) => s[done..done + len].copy_from_slice(src),
+                    Output::Bool(s) => {
+                        s[done..done + len].iter_mut().zip(src).for_each(|(d, &v)| *d = v != T::ZERO);
+                    }
+                    Output::Int(s) => {
+                        s[done..done + len].iter_mut().zip(src).for_each(|(d, &v)| *d = v.to_f64() as i64);
+                    }
+                }
+            }
+            done += len;
+        }
+    });
+}
+
+/// The destination register (mutable) and up to three operand registers (shared).
+#[inline(always)]
+fn split<T>(regs: &mut [T], len: usize, dst: Reg, ops: [Reg; 3]) -> (&mut [T], [&[T]; 3]) {
+    let d = dst as usize * TILE;
+    let (lo, rest) = regs.split_at_mut(d);
+    let (out, hi) = rest.split_at_mut(TILE);
+    let pick = |r: Reg| -> &[T] {
+        let r = r as usize * TILE;
+        if r < d { &lo[r..r + len] } else { &hi[r - d - TILE..r - d - TILE + len] }
+    };
+    (&mut out[..len], [pick(ops[0]), pick(ops[1]), pick(ops[2])])
+}
+
+fn bit<T: Float>(b: bool) -> T {
+    if b { T::ONE } else { T::ZERO }
+}
+
+#[inline(always)]
+fn unary<T: Float>(f: FUnary, x: T) -> T {
+    match f {
+        FUnary::Neg => -x,
+        FUnary::Exp => x.fast_exp(),
+        FUnary::Log => x.fast_ln(),
+        FUnary::Sqrt => x.sqrt(),
+        FUnary::Abs => x.abs(),
+        FUnary::Tanh => x.fast_tanh(),
+        FUnary::Sigmoid => x.fast_sigmoid(),
+        FUnary::Relu => {
+            if x < T::ZERO {
+                T::ZERO
+            } else {
+                x
+            }
+        }
+        FUnary::Square => x * x,
+        FUnary::Recip => T::ONE / x,
+        FUnary::Sign => {
+            if x > T::ZERO {
+                T::ONE
+            } else if x < T::ZERO {
+                -T::ONE
+            } else {
+                x
+            }
+        }
+        FUnary::Not => bit(x == T::ZERO),
+        FUnary::Powf(p) => x.powf(T::from_f64(f64::from_bits(p))),
+        FUnary::Clamp(lo, hi) => {
+            let (lo, hi) = (T::from_f64(f64::from_bits(lo)), T::from_f64(f64::from_bits(hi)));
+            if x < lo {
+                lo
+            } else if x > hi {
+                hi
+            } else {
+                x
+            }
+        }
+        FUnary::Trunc => T::from_f64(x.to_f64().trunc()),
+        FUnary::NonZero => bit(x != T::ZERO),
+    }
+}
+
+#[inline(always)]
+fn binary<T: Float>(f: FBinary, a: T, b: T) -> T {
+    match f {
+        FBinary::Add => a + b,
+        FBinary::Sub => a - b,
+        FBinary::Mul => a * b,
+        FBinary::Div => a / b,
+        FBinary::Max => a.max_nan(b),
+        FBinary::Min => a.min_nan(b),
+        FBinary::And => bit(a != T::ZERO && b != T::ZERO),
+        FBinary::Or => bit(a != T::ZERO || b != T::ZERO),
+        FBinary::Gt => bit(a > b),
+        FBinary::Ge => bit(a >= b),
+        FBinary::Lt => bit(a < b),
+        FBinary::Le => bit(a <= b),
+        FBinary::Eq => bit(a == b),
+        FBinary::Ne => bit(a != b),
+    }
+}
+
+/// Stamps out one loop per function so each inner loop is a straight vectorisable map.
+macro_rules! each_unary {
+    ($f:expr, $out:ident, $a:ident) => {
+        match $f {
+            FUnary::Exp => $out.iter_mut().zip($a).for_each(|(o, &x)| *o = x.fast_exp()),
+            FUnary::Tanh => $out.iter_mut().zip($a).for_each(|(o, &x)| *o = x.fast_tanh()),
+            FUnary::Sigmoid => $out.iter_mut().zip($a).for_each(|(o, &x)| *o = x.fast_sigmoid()),
+            FUnary::Log => $out.iter_mut().zip($a).for_each(|(o, &x)| *o = x.fast_ln()),
+            FUnary::Neg => $out.iter_mut().zip($a).for_each(|(o, &x)| *o = -x),
+            FUnary::Square => $out.iter_mut().zip($a).for_each(|(o, &x)| *o = x * x),
+            f => $out.iter_mut().zip($a).for_each(|(o, &x)| *o = unary(f, x)),
+        }
+    };
+}
+
+macro_rules! each_binary {
+    ($f:expr, $out:ident, $x:ident, $y:ident) => {
+        match $f {
+            FBinary::Add => $out.iter_mut().zip($x).zip($y).for_each(|((o, &a), &b)| *o = a + b),
+            FBinary::Sub => $out.iter_mut().zip($x).zip($y).for_each(|((o, &a), &b)| *o = a - b),
+            FBinary::Mul => $out.iter_mut().zip($x).zip($y).for_each(|((o, &a), &b)| *o = a * b),
+            FBinary::Div => $out.iter_mut().zip($x).zip($y).for_each(|((o, &a), &b)| *o = a / b),
+            f => $out.iter_mut().zip($x).zip($y).for_each(|((o, &a), &b)| *o = binary(f, a, b)),
+        }
+    };
+}
+
+fn run_tile<T: Scratch>(prog: &Program, readers: &[Reader<T>], start: usize, len: usize, regs: &mut [T]) {
+    for ins in &prog.instrs {
+        match *ins {
+            Instr::Load { dst, input } => {
+                let out = &mut regs[dst as usize * TILE..dst as usize * TILE + len];
+                match &readers[input as usize] {
+                    Reader::Float(r) => r.read(start, out, |x| x),
+                    Reader::Bool(r) => r.read(start, out, bit::<T>),
+                }
+            }
+            Instr::Unary { dst, f, a } => {
+                let (out, [x, _, _]) = split(regs, len, dst, [a, a, a]);
+                with_best_simd(
+                    #[inline(always)]
+                    || each_unary!(f, out, x),
+                );
+            }
+            Instr::Binary { dst, f, a, b } => {
+                let (out, [x, y, _]) = split(regs, len, dst, [a, b, a]);
+                with_best_simd(
+                    #[inline(always)]
+                    || each_binary!(f, out, x, y),
+                );
+            }
+            Instr::BinaryConst { dst, f, a, c, const_left } => {
+                let (out, [x, _, _]) = split(regs, len, dst, [a, a, a]);
+                let c = T::from_f64(f64::from_bits(c));
+                with_best_simd(
+                    #[inline(always)]
+                    || match (f, const_left) {
+                        (FBinary::Add, _) => out.iter_mut().zip(x).for_each(|(o, &v)| *o = v + c),
+                        (FBinary::Mul, _) => out.iter_mut().zip(x).for_each(|(o, &v)| *o = v * c),
+                        (FBinary::Sub, false) => out.iter_mut().zip(x).for_each(|(o, &v)| *o = v - c),
+                        (FBinary::Sub, true) => out.iter_mut().zip(x).for_each(|(o, &v)| *o = c - v),
+                        (f, false) => out.iter_mut().zip(x).for_each(|(o, &v)| *o = binary(f, v, c)),
+                        (f, true) => out.iter_mut().zip(x).for_each(|(o, &v)| *o = binary(f, c, v)),
+                    },
+                );
+            }
+            Instr::Select { dst, c, a, b } => {
+                let (out, [k, x, y]) = split(regs, len, dst, [c, a, b]);
+                with_best_simd(
+                    #[inline(always)]
+                    || {
+                        for i in 0..len {
+                            out[i] = if k[i] != T::ZERO { x[i] } else { y[i] };
+                        }
+                    },
+                );
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chain_with_broadcast_bool_and_constants() {
+        // out0 = sigmoid(a * 2 + b_row); out1 = (a > 0) ? a : 0.5 * a ; out2 = (a > 0)
+        let prog = Program {
+            instrs: vec![
+                Instr::Load { dst: 0, input: 0 },
+                Instr::Load { dst: 1, input: 1 },
+                Instr::BinaryConst { dst: 2, f: FBinary::Mul, a: 0, c: 2f64.to_bits(), const_left: false },
+                Instr::Binary { dst: 3, f: FBinary::Add, a: 2, b: 1 },
+                Instr::Unary { dst: 4, f: FUnary::Sigmoid, a: 3 },
+                Instr::BinaryConst { dst: 5, f: FBinary::Gt, a: 0, c: 0, const_left: false },
+                Instr::BinaryConst { dst: 6, f: FBinary::Mul, a: 0, c: 0.5f64.to_bits(), const_left: true },
+                Instr::Select { dst: 7, c: 5, a: 0, b: 6 },
+            ],
+            num_regs: 8,
+            outputs: vec![4, 7, 5],
+        };
+        let (rows, cols) = (300, 7); // several tiles, not a multiple of TILE
+        let a: Vec<f32> = (0..rows * cols).map(|i| (i as f32 * 0.37).sin()).collect();
+        let b: Vec<f32> = (0..cols).map(|j| j as f32 * 0.1).collect();
+        let mut o0 = vec![0.0f32; rows * cols];
+        let mut o1 = vec![0.0f32; rows * cols];
+        let mut o2 = vec![false; rows * cols];
+        run(
+            &prog,
+            &[rows, cols],
+            &[Input::Float(Src::new(&a, &[cols, 1], 0)), Input::Float(Src::new(&b, &[0, 1], 0))],
+            vec![Output::Float(&mut o0), Output::Float(&mut o1), Output::Bool(&mut o2)],
+        );
+        for i in 0..rows * cols {
+            let x = a[i];
+            let want = 1.0 / (1.0 + (-(x * 2.0 + b[i % cols])).exp());
+            assert!((o0[i] - want).abs() < 1e-6);
+            assert_eq!(o1[i], if x > 0.0 { x } else { 0.5 * x });
+            assert_eq!(o2[i], x > 0.0);
+        }
+    }
+
+    #[test]
+    fn large_outputs_split_across_tasks() {
+        let n = 100_003;
+        let a: Vec<f64> = (0..n).map(|i| i as f64).collect();
+        let prog = Program {
+            instrs: vec![
+                Instr::Load { dst: 0, input: 0 },
+                Instr::BinaryConst { dst: 1, f: FBinary::Sub, a: 0, c: 1f64.to_bits(), const_left: true },
+            ],
+            num_regs: 2,
+            outputs: vec![1],
+        };
+        let mut out = vec![0.0f64; n];
+        run(&prog, &[n], &[Input::Float(Src::new(&a, &[1], 0))], vec![Output::Float(&mut out)]);
+        assert!(out.iter().enumerate().all(|(i, &v)| v == 1.0 - i as f64));
+    }
+}

@@ -1,0 +1,428 @@
+//! Elementwise fusion: maximal groups of elementwise nodes with one output shape become one
+//! `fused` node running a register program (`janus_kernels::fused`). Operands of other shapes
+//! (broadcasts) and views are read through strides; scalar fills become instruction constants.
+//! A group never absorbs a node whose other operands depend on the group through outside nodes
+//! (that would be a cycle); groups are then emitted in a topological order of their own.
+
+use super::{PassStats, Rewriter};
+use crate::DType;
+use crate::fusion::FusedProgram;
+use crate::graph::{Graph, Node, NodeId, NodeOp};
+use crate::ops::{BinaryOp, CmpOp, Op, TensorType, UnaryOp};
+use janus_kernels::fused::{FBinary, FUnary, Instr, Program, Reg};
+use smallvec::SmallVec;
+use std::cmp::Reverse;
+use std::collections::{BTreeSet, BinaryHeap, HashMap, HashSet};
+use std::sync::Arc;
+
+/// Nodes per group at most, bounding program size and register files.
+const MAX_GROUP: usize = 96;
+
+/// The float class of a fusable node: `Some(dtype)`, or `None` for bool-only logic that fits
+/// any group.
+fn class(g: &Graph, n: &Node) -> Option<Option<DType>> {
+    let op = n.op.as_op()?;
+    let in_ty = |k: usize| g.node(n.inputs[k]).ty.dtype;
+    let float = |d: DType| d.is_float().then_some(Some(d));
+    match op {
+        Op::Unary(UnaryOp::Not) => Some(None),
+        Op::Unary(_) | Op::Powf(_) | Op::Clamp(_) => float(n.ty.dtype),
+        Op::Binary(BinaryOp::And | BinaryOp::Or) => Some(None),
+        Op::Binary(_) => float(n.ty.dtype),
+        Op::Compare(_) => match in_ty(0) {
+            DType::Bool => Some(None),
+            d => float(d),
+        },
+        Op::Where => float(n.ty.dtype),
+        Op::Cast(c) => match (in_ty(0), c.dtype) {
+            (DType::Bool, d) if d.is_float() => Some(Some(d)),
+            (s, DType::Bool | DType::I64) if s.is_float() => Some(Some(s)),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+struct Group {
+    members: BTreeSet<usize>,
+    class: Option<DType>,
+}
+
+pub(crate) fn run(g: Graph, stats: &mut PassStats) -> Graph {
+    let n = g.nodes.len();
+    let classes: Vec<Option<Option<DType>>> = g.nodes.iter().map(|x| class(&g, x)).collect();
+    let mut group_of: Vec<Option<usize>> = vec![None; n];
+    let mut groups: Vec<Group> = Vec::new();
+    for i in 0..n {
+        let Some(cls) = classes[i] else { continue };
+        let shape = &g.nodes[i].ty.shape;
+        let mut members: BTreeSet<usize> = BTreeSet::from([i]);
+        let mut merged: Vec<usize> = Vec::new();
+        let mut class = cls;
+        for a in &g.nodes[i].inputs {
+            let Some(gid) = group_of[a.index()] else { continue };
+            if merged.contains(&gid) || g.nodes[a.index()].ty.shape != *shape {
+                continue;
+            }
+            let other = &groups[gid];
+            let joined = match (class, other.class) {
+                (Some(x), Some(y)) if x != y => continue,
+                (x, y) => x.or(y),
+            };
+            if members.len() + other.members.len() > MAX_GROUP {
+                continue;
+            }
+            let union: BTreeSet<usize> = members.union(&other.members).copied().collect();
+            if closed(&g, &union) {
+                members = union;
+                merged.push(gid);
+                class = joined;
+            }
+        }
+        if !closed(&g, &members) {
+            members = BTreeSet::from([i]);
+            merged.clear();
+            class = cls;
+        }
+        let gid = groups.len();
+        for &gi in &merged {
+            for &m in &groups[gi].members {
+                group_of[m] = Some(gid);
+            }
+            groups[gi].members.clear();
+        }
+        group_of[i] = Some(gid);
+        groups.push(Group { members, class });
+    }
+    groups.retain(|gr| !gr.members.is_empty());
+    let mut fused_ops = 0;
+    for gr in &groups {
+        fused_ops += gr.members.len();
+    }
+    stats.add("fuse.groups", groups.len());
+    stats.add("fuse.ops", fused_ops);
+    emit(&g, &groups)
+}
+
+/// Whether no outside operand of `set` depends on a member of `set` (so it can run as one unit).
+fn closed(g: &Graph, set: &BTreeSet<usize>) -> bool {
+    let lo = *set.first().unwrap();
+    let mut seen: HashSet<usize> = HashSet::new();
+    let mut stack: Vec<usize> = Vec::new();
+    for &m in set {
+        for a in &g.nodes[m].inputs {
+            let a = a.index();
+            if !set.contains(&a) && a > lo && seen.insert(a) {
+                stack.push(a);
+            }
+        }
+    }
+    // Walk backwards from the outside operands; anything below `lo` cannot reach the set.
+    while let Some(x) = stack.pop() {
+        for a in &g.nodes[x].inputs {
+            let a = a.index();
+            if set.contains(&a) {
+                return false;
+            }
+            if a > lo && seen.insert(a) {
+                stack.push(a);
+            }
+        }
+    }
+    true
+}
+
+/// Rebuilds the graph with each group as one fused node (plus projections), in a topological
+/// order of units that follows the original order where it can.
+fn emit(g: &Graph, groups: &[Group]) -> Graph {
+    let n = g.nodes.len();
+    // Units: each group, and each node outside every group.
+    let mut unit_of = vec![usize::MAX; n];
+    let mut units: Vec<Vec<usize>> = Vec::new();
+    for gr in groups {
+        for &m in &gr.members {
+            unit_of[m] = units.len();
+        }
+        units.push(gr.members.iter().copied().collect());
+    }
+    for i in 0..n {
+        if unit_of[i] == usize::MAX {
+            unit_of[i] = units.len();
+            units.push(vec![i]);
+        }
+    }
+    let group_units = groups.len();
+    let mut deps: Vec<HashSet<usize>> = vec![HashSet::new(); units.len()];
+    let mut users: Vec<Vec<usize>> = vec![Vec::new(); units.len()];
+    for (u, members) in units.iter().enumerate() {
+        for &m in members {
+            for a in &g.nodes[m].inputs {
+                let du = unit_of[a.index()];
+                if du != u && deps[u].insert(du) {
+                    users[du].push(u);
+                }
+            }
+        }
+    }
+    let position = |u: usize| *units[u].iter().max().unwrap();
+    let mut pending: Vec<usize> = deps.iter().map(|d| d.len()).collect();
+    let mut ready: BinaryHeap<Reverse<(usize, usize)>> =
+        (0..units.len()).filter(|&u| pending[u] == 0).map(|u| Reverse((position(u), u))).collect();
+    let uses = outside_uses(g, &unit_of);
+    let mut r = Rewriter::new(g);
+    while let Some(Reverse((_, u))) = ready.pop() {
+        if u < group_units {
+            emit_group(&mut r, &units[u], groups[u].class.unwrap_or(DType::F32), &uses);
+        } else {
+            r.copy(units[u][0]);
+        }
+        for &v in &users[u] {
+            pending[v] -= 1;
+            if pending[v] == 0 {
+                ready.push(Reverse((position(v), v)));
+            }
+        }
+    }
+    r.finish()
+}
+
+/// For each node, whether its value is needed outside its own unit (or is a graph output).
+fn outside_uses(g: &Graph, unit_of: &[usize]) -> Vec<bool> {
+    let mut out = vec![false; g.nodes.len()];
+    for (i, node) in g.nodes.iter().enumerate() {
+        for a in &node.inputs {
+            if unit_of[a.index()] != unit_of[i] {
+                out[a.index()] = true;
+            }
+        }
+    }
+    for o in &g.outputs {
+        out[o.index()] = true;
+    }
+    out
+}
+
+fn scalar_fill(g: &Graph, id: NodeId) -> Option<f64> {
+    match &g.node(id).op {
+        NodeOp::Op(Op::Full(f)) => Some(f.value.get()),
+        _ => None,
+    }
+}
+
+fn unary_fn(op: &Op) -> Option<FUnary> {
+    Some(match op {
+        Op::Unary(u) => match u {
+            UnaryOp::Neg => FUnary::Neg,
+            UnaryOp::Exp => FUnary::Exp,
+            UnaryOp::Log => FUnary::Log,
+            UnaryOp::Sqrt => FUnary::Sqrt,
+            UnaryOp::Abs => FUnary::Abs,
+            UnaryOp::Tanh => FUnary::Tanh,
+            UnaryOp::Sigmoid => FUnary::Sigmoid,
+            UnaryOp::Relu => FUnary::Relu,
+            UnaryOp::Square => FUnary::Square,
+            UnaryOp::Recip => FUnary::Recip,
+            UnaryOp::Sign => FUnary::Sign,
+            UnaryOp::Not => FUnary::Not,
+        },
+        Op::Powf(p) => FUnary::Powf(p.exponent.get().to_bits()),
+        Op::Clamp(c) => FUnary::Clamp(c.min.get().to_bits(), c.max.get().to_bits()),
+        _ => return None,
+    })
+}
+
+fn binary_fn(op: &Op) -> Option<FBinary> {
+    Some(match op {
+        Op::Binary(b) => match b {
+            BinaryOp::Add => FBinary::Add,
+            BinaryOp::Sub => FBinary::Sub,
+            BinaryOp::Mul => FBinary::Mul,
+            BinaryOp::Div => FBinary::Div,
+            BinaryOp::Maximum => FBinary::Max,
+            BinaryOp::Minimum => FBinary::Min,
+            BinaryOp::And => FBinary::And,
+            BinaryOp::Or => FBinary::Or,
+        },
+        Op::Compare(c) => match c {
+            CmpOp::Gt => FBinary::Gt,
+            CmpOp::Ge => FBinary::Ge,
+            CmpOp::Lt => FBinary::Lt,
+            CmpOp::Le => FBinary::Le,
+            CmpOp::Eq => FBinary::Eq,
+            CmpOp::Ne => FBinary::Ne,
+        },
+        _ => return None,
+    })
+}
+
+/// Register allocation over one tile program: a register is reused once its value's last
+/// reader ran, and an instruction never writes one of its own operands.
+struct Regs {
+    free: Vec<Reg>,
+    count: Reg,
+}
+
+impl Regs {
+    fn alloc(&mut self) -> Reg {
+        self.free.pop().unwrap_or_else(|| {
+            self.count += 1;
+            self.count - 1
+        })
+    }
+}
+
+fn emit_group(r: &mut Rewriter<'_>, members: &[usize], dtype: DType, escapes: &[bool]) {
+    let g = r.old;
+    let set: HashSet<usize> = members.iter().copied().collect();
+    let last = *members.last().unwrap();
+    // How many reads of each value remain inside the group (to free registers).
+    let mut reads: HashMap<usize, usize> = HashMap::new();
+    for &m in members {
+        for (k, a) in g.nodes[m].inputs.iter().enumerate() {
+            if binary_fn(g.nodes[m].op.as_op().unwrap()).is_some() && scalar_fill(g, *a).is_some() && k < 2 {
+                continue; // becomes an instruction constant
+            }
+            *reads.entry(a.index()).or_default() += 1;
+        }
+    }
+    let mut regs = Regs { free: Vec::new(), count: 0 };
+    let mut reg_of: HashMap<usize, Reg> = HashMap::new();
+    let mut instrs: Vec<Instr> = Vec::new();
+    let mut inputs: Vec<NodeId> = Vec::new();
+    let mut input_dtypes: Vec<DType> = Vec::new();
+    let mut outputs: Vec<(usize, Reg)> = Vec::new();
+    let mut ops: Vec<&'static str> = Vec::new();
+    for &m in members {
+        let node = &g.nodes[m];
+        let op = node.op.as_op().unwrap();
+        ops.push(op.name());
+        // Operand registers, loading outside values on first use.
+        let mut operand = |a: NodeId, regs: &mut Regs, instrs: &mut Vec<Instr>| -> Reg {
+            if let Some(&reg) = reg_of.get(&a.index()) {
+                return reg;
+            }
+            let reg = regs.alloc();
+            let input = inputs.iter().position(|x| *x == a).unwrap_or_else(|| {
+                inputs.push(a);
+                input_dtypes.push(g.node(a).ty.dtype);
+                inputs.len() - 1
+            });
+            instrs.push(Instr::Load { dst: reg, input: input as u16 });
+            reg_of.insert(a.index(), reg);
+            reg
+        };
+        let consts: SmallVec<[Option<f64>; 3]> = node
+            .inputs
+            .iter()
+            .map(|a| if binary_fn(op).is_some() { scalar_fill(g, *a) } else { None })
+            .collect();
+        let mut srcs: SmallVec<[Reg; 3]> = SmallVec::new();
+        for (k, a) in node.inputs.iter().enumerate() {
+            if consts[k].is_none() {
+                srcs.push(operand(*a, &mut regs, &mut instrs));
+            }
+        }
+        let d = regs.alloc();
+        {
+            instrs.push(match (unary_fn(op), binary_fn(op), op) {
+                (Some(f), _, _) => Instr::Unary { dst: d, f, a: srcs[0] },
+                (_, Some(f), _) => match (consts[0], consts[1]) {
+                    (None, None) => Instr::Binary { dst: d, f, a: srcs[0], b: srcs[1] },
+                    (None, Some(c)) => {
+                        Instr::BinaryConst { dst: d, f, a: srcs[0], c: c.to_bits(), const_left: false }
+                    }
+                    (Some(c), None) => {
+                        Instr::BinaryConst { dst: d, f, a: srcs[0], c: c.to_bits(), const_left: true }
+                    }
+                    (Some(_), Some(_)) => unreachable!("constant folding removes ops on two constants"),
+                },
+                (_, _, Op::Where) => Instr::Select { dst: d, c: srcs[0], a: srcs[1], b: srcs[2] },
+                // bool -> float: 0/1 registers already are the values; NonZero copies them.
+                (_, _, Op::Cast(c))
+                    if c.dtype == DType::Bool || g.node(node.inputs[0]).ty.dtype == DType::Bool =>
+                {
+                    Instr::Unary { dst: d, f: FUnary::NonZero, a: srcs[0] }
+                }
+                (_, _, Op::Cast(_)) => Instr::Unary { dst: d, f: FUnary::Trunc, a: srcs[0] },
+                _ => unreachable!("only fusable ops reach a group"),
+            });
+        }
+        // Free operand registers whose last in-group read this was (outside values included).
+        for (k, a) in node.inputs.iter().enumerate() {
+            if consts[k].is_some() {
+                continue;
+            }
+            let left = reads.get_mut(&a.index()).unwrap();
+            *left -= 1;
+            let keep = *left > 0 || (set.contains(&a.index()) && escapes[a.index()]);
+            if !keep && !node.inputs[..k].contains(a) {
+                regs.free.push(reg_of[&a.index()]);
+            }
+        }
+        reg_of.insert(m, d);
+        if escapes[m] {
+            outputs.push((m, d));
+        }
+        if reads.get(&m).copied().unwrap_or(0) == 0 && !escapes[m] {
+            regs.free.push(d);
+        }
+    }
+    // Outputs ordered with the last member first is not required; keep member order.
+    let program = Program { instrs, num_regs: regs.count, outputs: outputs.iter().map(|o| o.1).collect() };
+    let out_types: Vec<TensorType> = outputs.iter().map(|o| g.nodes[o.0].ty.clone()).collect();
+    let fp = FusedProgram {
+        program,
+        dtype,
+        shape: g.nodes[last].ty.shape.clone(),
+        inputs: input_dtypes,
+        outputs: out_types.clone(),
+        ops,
+    };
+    let args: SmallVec<[NodeId; 4]> = inputs.iter().map(|a| r.get(*a)).collect();
+    let span = g.nodes[outputs[0].0].span;
+    let fused =
+        r.b.push(Node { op: NodeOp::Fused(Arc::new(fp)), inputs: args, ty: out_types[0].clone(), span });
+    r.map[outputs[0].0] = Some(fused);
+    for (k, (m, _)) in outputs.iter().enumerate().skip(1) {
+        let id = r.b.push(Node {
+            op: NodeOp::Project(k),
+            inputs: SmallVec::from_slice(&[fused]),
+            ty: out_types[k].clone(),
+            span: g.nodes[*m].span,
+        });
+        r.map[*m] = Some(id);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Tensor;
+    use crate::passes::testing::{count, trace};
+
+    #[test]
+    fn fuses_a_chain_with_broadcast_and_two_outputs() {
+        let g = trace(&[Tensor::ones([4, 8]), Tensor::ones([8])], |x| {
+            let a = (&x[0] * 2.0 + &x[1]).sigmoid();
+            let b = a.tanh() * &x[0];
+            vec![a, b]
+        });
+        let mut s = PassStats::default();
+        let out = run(g, &mut s);
+        assert_eq!((s.get("fuse.groups"), s.get("fuse.ops")), (1, 5), "{out}");
+        assert_eq!((count(&out, "fused"), count(&out, "project"), count(&out, "mul")), (1, 1, 0), "{out}");
+    }
+
+    #[test]
+    fn matmul_between_splits_groups_without_cycles() {
+        let g = trace(&[Tensor::ones([4, 4])], |x| {
+            let a = x[0].exp();
+            let m = a.matmul(&x[0]); // depends on a
+            vec![(&a + &m).tanh()] // joins a's shape, but through the matmul
+        });
+        let mut s = PassStats::default();
+        let out = run(g, &mut s);
+        crate::graph::verify(&out).unwrap();
+        assert_eq!(s.get("fuse.groups"), 2, "{out}");
+    }
+}
