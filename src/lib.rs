@@ -14,5 +14,5 @@ pub use janus_runtime::*;
 /// The names most programs need: `use janus::prelude::*;`.
 pub mod prelude {
     pub use janus_macros::Module;
-    pub use janus_runtime::{DType, Device, Grads, Module, Shape, Tensor, nn, no_grad, optim};
+    pub use janus_runtime::{DType, Device, Grads, Module, Shape, Tensor, nn, no_grad, optim, trace};
 }

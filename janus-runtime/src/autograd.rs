@@ -101,7 +101,9 @@ impl Tensor {
                 self.shape()
             );
         }
-        Tensor::from_parts(self.shape().clone(), self.dtype(), self.0.data.clone(), GradMeta::Leaf)
+        let leaf = Tensor::from_parts(self.shape().clone(), self.dtype(), self.0.data.clone(), GradMeta::Leaf);
+        crate::trace::alias(&leaf, &self);
+        leaf
     }
 
     /// A new handle over the same storage without autograd history.
@@ -109,7 +111,9 @@ impl Tensor {
         if matches!(self.0.grad, GradMeta::None) {
             return self.clone();
         }
-        Tensor::from_parts(self.shape().clone(), self.dtype(), self.0.data.clone(), GradMeta::None)
+        let d = Tensor::from_parts(self.shape().clone(), self.dtype(), self.0.data.clone(), GradMeta::None);
+        crate::trace::alias(&d, self);
+        d
     }
 
     /// Whether gradients flow to this tensor: a leaf that requires grad, or a result with

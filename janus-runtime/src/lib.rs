@@ -6,9 +6,13 @@
 
 mod api;
 pub use api::Scalar;
+pub mod autodiff;
 mod autograd;
 pub mod checkpoint;
+pub mod config;
 mod device;
+mod dump;
+pub mod exec;
 pub mod error;
 mod fusion;
 pub mod graph;
@@ -20,6 +24,7 @@ pub mod passes;
 mod random;
 mod shape;
 mod tensor;
+mod traced;
 pub mod trace;
 
 pub use autograd::{Grads, is_grad_enabled, no_grad};
@@ -31,3 +36,4 @@ pub use module::Module;
 pub use random::{manual_seed, set_stream_position, stream_position};
 pub use shape::{Dim, ReshapeSpec, Shape, broadcast_shapes};
 pub use tensor::Tensor;
+pub use traced::{Compiled, Traced, trace};

@@ -152,6 +152,18 @@ fn record_slow(
     });
 }
 
+/// Called when `new` is another handle of `of`'s value (`requires_grad`, `detach`).
+#[inline]
+pub(crate) fn alias(new: &Tensor, of: &Tensor) {
+    if is_recording() {
+        with_top(|r| {
+            if let Some(n) = r.node_of(of) {
+                r.bind(new, n);
+            }
+        });
+    }
+}
+
 /// Called by host reads (`item`, `to_vec`, `to_bool`).
 #[inline]
 pub(crate) fn note_host_read(what: &'static str) {

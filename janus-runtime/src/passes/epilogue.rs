@@ -37,7 +37,12 @@ pub(crate) fn run(g: Graph, stats: &mut PassStats) -> Graph {
 /// result's shape.
 fn add(b: &mut GraphBuilder, uses: &[usize], n: &Node, x: NodeId, y: NodeId) -> Option<NodeId> {
     let single = |id: NodeId| uses.get(id.index()).copied().unwrap_or(1) == 1;
-    for (m, c) in [(x, y), (y, x)] {
+    // The GEMM applied last should be the one whose operands are ready last (largest operand
+    // id): then `x @ Wx + h @ Wh + b` accumulates `h @ Wh` onto `x @ Wx + b`, and the input
+    // projection stays off an RNN's recurrent critical path.
+    let ready = |id: NodeId| b.node(id).inputs.iter().map(|a| a.index()).max().unwrap_or(0);
+    let order = if ready(y) > ready(x) { [(y, x), (x, y)] } else { [(x, y), (y, x)] };
+    for (m, c) in order {
         let mn = b.node(m);
         if !single(m) || mn.ty != n.ty || b.node(c).ty.dtype != n.ty.dtype {
             continue;

@@ -8,6 +8,7 @@ mod dce;
 mod epilogue;
 mod fold;
 mod fuse;
+mod layout;
 mod simplify;
 
 use crate::graph::{Graph, GraphBuilder, Node, NodeId, NodeOp};
@@ -46,12 +47,14 @@ pub fn default_pipeline() -> Vec<(&'static str, Pass)> {
         ("epilogue", epilogue::run), // add(matmul, c) -> matmul_add (GEMM accumulates)
         ("fuse", fuse::run),         // elementwise chains -> fused register programs
         ("dce", dce::run),
+        ("layout", layout::run),     // transposed GEMM right-hand sides -> one row-major copy
     ]
 }
 
-static VERIFY: AtomicBool = AtomicBool::new(cfg!(debug_assertions));
+static VERIFY: AtomicBool = AtomicBool::new(false);
 
-/// Turns graph verification between passes on or off (on by default in debug builds).
+/// Turns graph verification between passes on (it is also on in debug builds and with
+/// `JANUS_VERIFY=1`).
 pub fn set_verify_graphs(on: bool) {
     VERIFY.store(on, Ordering::Relaxed);
 }
@@ -59,7 +62,7 @@ pub fn set_verify_graphs(on: bool) {
 /// Runs [`default_pipeline`] on `g`.
 pub fn optimize(g: Graph) -> (Graph, PassStats) {
     let mut stats = PassStats::default();
-    let verify = VERIFY.load(Ordering::Relaxed);
+    let verify = VERIFY.load(Ordering::Relaxed) || crate::config::config().verify;
     let mut g = g;
     if verify {
         check(&g, "the recording");

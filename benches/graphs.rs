@@ -1,0 +1,126 @@
+//! Graph benchmarks: a fused elementwise chain against eager and against a plain copy (the
+//! bandwidth ratio), the LSTM LM training step traced as one graph against eager, and the time
+//! to trace, optimise and compile.
+//!
+//!     cargo bench --bench graphs
+
+#[path = "../examples/common/lstm_lm.rs"]
+mod lstm_lm;
+#[path = "util.rs"]
+mod util;
+
+use janus::prelude::*;
+use std::hint::black_box;
+use std::time::Instant;
+use util::{Table, median_secs};
+
+fn chain(x: &[Tensor]) -> Vec<Tensor> {
+    let a = &x[0];
+    vec![((a * 1.5 + 0.5).tanh() * a - 0.25).sigmoid().exp() * 0.5 + a]
+}
+
+fn elementwise_table() {
+    let t = Table::new("Chain of 8 elementwise ops on 16M f32", &["variant", "ms (median)", "GB/s moved", "vs copy"]);
+    let n = 1 << 24;
+    let x = Tensor::randn([n]);
+    let traced = trace(chain);
+    traced.run(std::slice::from_ref(&x));
+    let bytes = 2.0 * 4.0 * n as f64; // read x once, write the result once
+    let compiled = median_secs(9, 1, || drop(black_box(traced.run(std::slice::from_ref(&x)))));
+    let eager = median_secs(5, 1, || drop(black_box(chain(std::slice::from_ref(&x)))));
+    let src = x.to_vec::<f32>();
+    let mut dst = vec![0.0f32; n];
+    let copy = median_secs(9, 1, || {
+        use rayon::prelude::*;
+        dst.par_chunks_mut(1 << 16).zip(src.par_chunks(1 << 16)).for_each(|(d, s)| d.copy_from_slice(s));
+        black_box(&dst);
+    });
+    let gbs = |s: f64| bytes / s / 1e9;
+    t.row(&["plain copy (2 threads)".into(), format!("{:.2}", copy * 1e3), format!("{:.1}", gbs(copy)), "100%".into()]);
+    t.row(&["janus compiled".into(), format!("{:.2}", compiled * 1e3), format!("{:.1}", gbs(compiled)), format!("{:.0}%", 100.0 * copy / compiled)]);
+    t.row(&["janus eager".into(), format!("{:.2}", eager * 1e3), format!("{:.1}", gbs(eager)), format!("{:.0}%", 100.0 * copy / eager)]);
+    println!("\ncompiled is {:.1}x eager", eager / compiled);
+}
+
+fn step_fn(x: &[Tensor]) -> Vec<Tensor> {
+    let mut m = lstm_lm::LstmLm { wx: x[0].clone(), wh: x[1].clone(), b: x[2].clone(), wy: x[3].clone(), by: x[4].clone() };
+    let loss = lstm_lm::loss(&m, &x[5..5 + lstm_lm::T], &x[5 + lstm_lm::T..]);
+    let grads = loss.backward();
+    optim::Sgd::new(0.1).step(&mut m, &grads);
+    vec![loss, m.wx, m.wh, m.b, m.wy, m.by]
+}
+
+fn args(m: &[Tensor], xs: &[Tensor], ys: &[Tensor]) -> Vec<Tensor> {
+    m.iter().chain(xs).chain(ys).cloned().collect()
+}
+
+fn lstm_table() {
+    let t = Table::new("LSTM LM training step (T=32, B=32, V=65, H=128, SGD lr 0.1)", &["mode", "ms/step (median)", "vs eager"]);
+    janus::manual_seed(0);
+    let data = lstm_lm::Batches::synthetic(16);
+    let init = lstm_lm::LstmLm::new(lstm_lm::V, lstm_lm::H);
+    let params = |m: &lstm_lm::LstmLm| vec![m.wx.clone(), m.wh.clone(), m.b.clone(), m.wy.clone(), m.by.clone()];
+    let mut p = params(&init);
+    let mut k = 0;
+    let eager = median_secs(15, 2, || {
+        let (xs, ys) = data.batch(k);
+        p = step_fn(&args(&p, xs, ys))[1..].to_vec();
+        k += 1;
+    });
+    let traced = trace(step_fn).named("lstm-step");
+    let mut p = params(&init);
+    let compiled = median_secs(25, 2, || {
+        let (xs, ys) = data.batch(k);
+        p = traced.run(&args(&p, xs, ys))[1..].to_vec();
+        k += 1;
+    });
+    t.row(&["eager".into(), format!("{:.2}", eager * 1e3), "1.00x".into()]);
+    t.row(&["traced as one graph".into(), format!("{:.2}", compiled * 1e3), format!("{:.2}x", eager / compiled)]);
+    if let Some(c) = traced.compiled() {
+        println!("\npasses: {:?}\nmemory: {:?}\nsteps: {} ops in the optimised graph", c.pass_stats().counts, c.memory_plan(), c.graph().op_count());
+    }
+}
+
+fn compile_time_table() {
+    let t = Table::new("Trace + optimise + compile time (first call)", &["function", "first call ms", "of which optimise+compile ms", "graph nodes"]);
+    janus::manual_seed(0);
+    let data = lstm_lm::Batches::synthetic(1);
+    let m = lstm_lm::LstmLm::new(lstm_lm::V, lstm_lm::H);
+    let (xs, ys) = data.batch(0);
+    let cell = |x: &[Tensor]| {
+        let g = x[0].matmul(&x[2]) + x[1].matmul(&x[3]) + &x[4];
+        let [i, f, gg, o] = g.chunk::<4>(1);
+        let c = f.sigmoid() * &x[5] + i.sigmoid() * gg.tanh();
+        vec![o.sigmoid() * c.tanh(), c]
+    };
+    let h = Tensor::zeros([lstm_lm::B, lstm_lm::H]);
+    let cell_args = vec![xs[0].clone(), h.clone(), m.wx.clone(), m.wh.clone(), m.b.clone(), h];
+    let traced = trace(cell);
+    let t0 = Instant::now();
+    traced.run(&cell_args);
+    let first = t0.elapsed().as_secs_f64() * 1e3;
+    let c = traced.compiled().unwrap();
+    t.row(&["LSTM cell".into(), format!("{first:.2}"), format!("{:.2}", c.compile_ms), c.recorded_graph().nodes.len().to_string()]);
+    let traced = trace(step_fn);
+    let p = vec![m.wx.clone(), m.wh.clone(), m.b.clone(), m.wy.clone(), m.by.clone()];
+    let t0 = Instant::now();
+    traced.run(&args(&p, xs, ys));
+    let first = t0.elapsed().as_secs_f64() * 1e3;
+    let c = traced.compiled().unwrap();
+    t.row(&["LSTM training step".into(), format!("{first:.2}"), format!("{:.2}", c.compile_ms), c.recorded_graph().nodes.len().to_string()]);
+}
+
+fn main() {
+    let only = std::env::args().skip(1).find(|a| !a.starts_with('-'));
+    let run = |name: &str| only.as_deref().is_none_or(|o| name.contains(o));
+    println!("janus graph benchmarks");
+    if run("elementwise") {
+        elementwise_table();
+    }
+    if run("lstm") {
+        lstm_table();
+    }
+    if run("compile") {
+        compile_time_table();
+    }
+}

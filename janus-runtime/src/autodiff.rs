@@ -1,0 +1,181 @@
+//! Symbolic autodiff: the backward graph of a forward graph, derived from the same VJP rules the
+//! eager tape runs (one set of rules, not two). The rules execute over symbolic tensors while a
+//! recording seeded with the forward graph is active, so every op they call becomes a node.
+//!
+//! The result is split into a forward graph that also outputs the residuals the backward needs,
+//! and a backward graph from (residuals, output cotangents) to input gradients.
+
+use crate::autograd::{GradMeta, no_grad};
+use crate::graph::{Graph, GraphBuilder, Node, NodeId, NodeOp};
+use crate::ops::TensorType;
+use crate::tensor::Tensor;
+use smallvec::SmallVec;
+use std::collections::HashMap;
+
+/// A forward graph with residual outputs and its backward graph.
+#[derive(Clone, Debug)]
+pub struct Derivative {
+    /// The original outputs followed by the residuals.
+    pub forward: Graph,
+    /// Number of original outputs (residuals follow).
+    pub num_outputs: usize,
+    /// Inputs: the residuals, then one cotangent per entry of `diff_outputs`. Outputs: one
+    /// gradient per entry of `grad_inputs`.
+    pub backward: Graph,
+    /// Outputs that are differentiable (float, depending on an input that needs gradients).
+    pub diff_outputs: Vec<usize>,
+    /// Graph inputs that receive gradients.
+    pub grad_inputs: Vec<usize>,
+}
+
+fn symbolic(ty: &TensorType, needs_grad: bool) -> Tensor {
+    let grad = if needs_grad { GradMeta::Leaf } else { GradMeta::None };
+    Tensor::from_parts(ty.shape.clone(), ty.dtype, None, grad)
+}
+
+/// Derives gradients of `g`'s differentiable outputs with respect to the inputs flagged in
+/// `needs` (one flag per graph input).
+pub fn derive(g: &Graph, needs: &[bool]) -> Derivative {
+    let n = g.nodes.len();
+    // Which values depend differentiably on an input that needs gradients.
+    let mut active = vec![false; n];
+    for (i, node) in g.nodes.iter().enumerate() {
+        active[i] = match &node.op {
+            NodeOp::Input(k) => needs[*k] && node.ty.dtype.is_float(),
+            NodeOp::Op(op) => op.is_differentiable() && node.inputs.iter().any(|a| active[a.index()]),
+            _ => false,
+        };
+    }
+    let diff_outputs: Vec<usize> =
+        (0..g.outputs.len()).filter(|&k| active[g.outputs[k].index()] && g.node(g.outputs[k]).ty.dtype.is_float()).collect();
+    let grad_inputs: Vec<usize> = (0..g.inputs.len()).filter(|&k| needs[k] && g.inputs[k].ty.dtype.is_float()).collect();
+
+    let rec = crate::trace::start_with(g.to_builder());
+    let syms: Vec<Tensor> = g.nodes.iter().enumerate().map(|(i, node)| symbolic(&node.ty, active[i])).collect();
+    crate::trace::with_top(|r| {
+        for (i, t) in syms.iter().enumerate() {
+            r.bind(t, NodeId(i as u32));
+        }
+    });
+    let mut grads: HashMap<usize, Tensor> = HashMap::new();
+    let accumulate = |grads: &mut HashMap<usize, Tensor>, i: usize, gr: Tensor| {
+        let sum = match grads.remove(&i) {
+            Some(prev) => &prev + &gr,
+            None => gr,
+        };
+        grads.insert(i, sum);
+    };
+    let cotangent_nodes: Vec<NodeId> = diff_outputs
+        .iter()
+        .map(|&k| {
+            let o = g.outputs[k];
+            let ct = crate::trace::with_top(|r| r.builder.input(format!("cotangent {k}"), g.node(o).ty.clone())).unwrap();
+            let t = symbolic(&g.node(o).ty, false);
+            crate::trace::with_top(|r| r.bind(&t, ct));
+            accumulate(&mut grads, o.index(), t);
+            ct
+        })
+        .collect();
+    no_grad(|| {
+        for i in (0..n).rev() {
+            let NodeOp::Op(op) = &g.nodes[i].op else { continue };
+            let Some(gout) = grads.remove(&i) else { continue };
+            if !active[i] {
+                continue;
+            }
+            let args: Vec<Tensor> = g.nodes[i].inputs.iter().map(|a| syms[a.index()].clone()).collect();
+            for (a, gin) in g.nodes[i].inputs.iter().zip(op.vjp(&args, &syms[i], &gout)) {
+                if let Some(gin) = gin
+                    && active[a.index()]
+                {
+                    accumulate(&mut grads, a.index(), gin);
+                }
+            }
+        }
+    });
+    let input_node = |k: usize| g.nodes.iter().position(|x| x.op == NodeOp::Input(k)).expect("every input has a node");
+    let input_grads: Vec<Tensor> = no_grad(|| {
+        grads_for_inputs(&grad_inputs, &mut grads, |k| (input_node(k), g.inputs[k].ty.clone()))
+    });
+    let mut outs: Vec<&Tensor> = Vec::new();
+    let orig_outputs: Vec<Tensor> = g.outputs.iter().map(|o| syms[o.index()].clone()).collect();
+    outs.extend(orig_outputs.iter());
+    outs.extend(input_grads.iter());
+    let combined = rec.finish(&outs).expect("derivation records only ops on known values");
+    split(g, &combined, &cotangent_nodes, diff_outputs, grad_inputs)
+}
+
+fn grads_for_inputs(
+    grad_inputs: &[usize],
+    grads: &mut HashMap<usize, Tensor>,
+    node_of: impl Fn(usize) -> (usize, TensorType),
+) -> Vec<Tensor> {
+    grad_inputs
+        .iter()
+        .map(|&k| {
+            let (node, ty) = node_of(k);
+            grads.remove(&node).unwrap_or_else(|| Tensor::full_dtype(ty.shape.clone(), 0.0, ty.dtype))
+        })
+        .collect()
+}
+
+/// Splits the combined graph: nodes added by the derivation form the backward graph; original
+/// forward nodes they read become residual outputs of the forward graph.
+fn split(g: &Graph, c: &Graph, cotangents: &[NodeId], diff_outputs: Vec<usize>, grad_inputs: Vec<usize>) -> Derivative {
+    let n_fwd = g.nodes.len();
+    let num_outputs = g.outputs.len();
+    let grad_outs = &c.outputs[num_outputs..];
+    // Live backward nodes, from the gradient outputs back.
+    let mut live = vec![false; c.nodes.len()];
+    for o in grad_outs {
+        live[o.index()] = true;
+    }
+    for i in (0..c.nodes.len()).rev() {
+        if live[i] {
+            for a in &c.nodes[i].inputs {
+                live[a.index()] = true;
+            }
+        }
+    }
+    let mut residuals: Vec<usize> = Vec::new();
+    for i in n_fwd..c.nodes.len() {
+        if live[i] {
+            for a in &c.nodes[i].inputs {
+                if a.index() < n_fwd && !residuals.contains(&a.index()) {
+                    residuals.push(a.index());
+                }
+            }
+        }
+    }
+    // Gradients that are forward values themselves (an identity path) are residuals too.
+    for o in grad_outs {
+        if o.index() < n_fwd && !residuals.contains(&o.index()) {
+            residuals.push(o.index());
+        }
+    }
+    let mut fwd = g.to_builder();
+    let _ = &mut fwd;
+    let mut forward_outputs = g.outputs.clone();
+    forward_outputs.extend(residuals.iter().map(|&r| NodeId(r as u32)));
+    let forward = fwd.finish(forward_outputs);
+
+    let mut b = GraphBuilder::new();
+    let mut map: HashMap<usize, NodeId> = HashMap::new();
+    for (k, &r) in residuals.iter().enumerate() {
+        map.insert(r, b.input(format!("residual {k}"), g.nodes[r].ty.clone()));
+    }
+    for (k, ct) in cotangents.iter().enumerate() {
+        map.insert(ct.index(), b.input(format!("cotangent {}", diff_outputs[k]), c.nodes[ct.index()].ty.clone()));
+    }
+    for i in n_fwd..c.nodes.len() {
+        if !live[i] || map.contains_key(&i) {
+            continue;
+        }
+        let node = &c.nodes[i];
+        let inputs: SmallVec<[NodeId; 4]> = node.inputs.iter().map(|a| map[&a.index()]).collect();
+        let id = b.push(Node { op: node.op.clone(), inputs, ty: node.ty.clone(), span: node.span });
+        map.insert(i, id);
+    }
+    let backward = b.finish(grad_outs.iter().map(|o| map[&o.index()]).collect());
+    Derivative { forward, num_outputs, backward, diff_outputs, grad_inputs }
+}

@@ -1,0 +1,136 @@
+//! The buffers of one executor run: inputs, constants, the arena and the output buffers, with
+//! typed access to each value. All of the executor's `unsafe` lives here.
+//!
+//! Soundness rests on the memory plan (checked by `Executor::compile`, see `validate`): within a
+//! step, no written region overlaps a region the step reads or another region it writes; two
+//! steps that may run at the same time are ordered by the schedule whenever one writes a region
+//! the other touches. Inputs and constants are never written.
+
+use super::plan::{BufRef, ValRef, dtype_slot};
+use crate::tensor::Tensor;
+use janus_kernels::strided::Src;
+use janus_kernels::{CpuBuffer, DType, Element};
+
+/// Per-dtype arenas, reused across runs through the executor's pool.
+pub(crate) struct Arenas {
+    f32: Vec<f32>,
+    f64: Vec<f64>,
+    i64: Vec<i64>,
+    bool: Vec<bool>,
+}
+
+impl Arenas {
+    pub(crate) fn new(len: [usize; 4]) -> Self {
+        Arenas { f32: vec![0.0; len[0]], f64: vec![0.0; len[1]], i64: vec![0; len[2]], bool: vec![false; len[3]] }
+    }
+}
+
+/// Base pointers of one run's buffers.
+pub(crate) struct Frame<'a> {
+    inputs: &'a [Tensor],
+    consts: &'a [Tensor],
+    arena: [*mut u8; 4],
+    outs: Vec<*mut u8>,
+}
+
+// SAFETY: the pointers refer to buffers owned by the run that created the frame, which outlive
+// it; concurrent access from the executor's workers follows the plan's ordering (module docs).
+unsafe impl Send for Frame<'_> {}
+// SAFETY: as above.
+unsafe impl Sync for Frame<'_> {}
+
+fn base_ptr(b: &mut CpuBuffer) -> *mut u8 {
+    match b {
+        CpuBuffer::F32(v) => v.as_mut_ptr().cast(),
+        CpuBuffer::F64(v) => v.as_mut_ptr().cast(),
+        CpuBuffer::I64(v) => v.as_mut_ptr().cast(),
+        CpuBuffer::Bool(v) => v.as_mut_ptr().cast(),
+    }
+}
+
+impl<'a> Frame<'a> {
+    /// `inputs` must be contiguous tensors; `outs` are this run's output buffers.
+    pub(crate) fn new(inputs: &'a [Tensor], consts: &'a [Tensor], arenas: &'a mut Arenas, outs: &'a mut [CpuBuffer]) -> Self {
+        Frame {
+            inputs,
+            consts,
+            arena: [
+                arenas.f32.as_mut_ptr().cast(),
+                arenas.f64.as_mut_ptr().cast(),
+                arenas.i64.as_mut_ptr().cast(),
+                arenas.bool.as_mut_ptr().cast(),
+            ],
+            outs: outs.iter_mut().map(base_ptr).collect(),
+        }
+    }
+
+    fn tensor_region<T: Element>(t: &Tensor) -> *const T {
+        let d = t.data();
+        let all = d.cpu().as_slice::<T>().expect("value dtype matches its tensor");
+        all[d.offset..].as_ptr()
+    }
+
+    /// Start of `v`'s region.
+    fn region<T: Element>(&self, v: &ValRef) -> *mut T {
+        debug_assert_eq!(T::DTYPE, v.dtype);
+        match v.buf {
+            BufRef::Input(k) => Self::tensor_region::<T>(&self.inputs[k]).cast_mut(),
+            BufRef::Const(k) => Self::tensor_region::<T>(&self.consts[k]).cast_mut(),
+            // SAFETY: the plan keeps `start + len` within the arena of this dtype.
+            BufRef::Arena(start) => unsafe { self.arena[dtype_slot(T::DTYPE)].cast::<T>().add(start) },
+            BufRef::Output(k) => self.outs[k].cast(),
+        }
+    }
+
+    /// `v` for reading: its region and layout.
+    pub(crate) fn src<T: Element>(&self, v: &'a ValRef) -> Src<'a, T> {
+        // SAFETY: the region is `v.len` initialised elements of a live buffer; no step writes it
+        // while this step runs (module docs).
+        let data = unsafe { std::slice::from_raw_parts(self.region::<T>(v), v.len) };
+        Src::new(data, &v.strides, v.offset)
+    }
+
+    /// `v`'s region as a dense slice for reading (the layout must be dense).
+    pub(crate) fn dense<T: Element>(&self, v: &'a ValRef) -> &'a [T] {
+        let s = self.src::<T>(v);
+        &s.data[v.offset..v.offset + v.shape.numel()]
+    }
+
+    /// `v`'s region for writing (arena or output values only, always dense).
+    ///
+    /// # Safety
+    /// No other reference to this region may be alive while the result is: the caller is a
+    /// step of a validated plan writing one of its own results.
+    pub(crate) unsafe fn dst<T: Element>(&self, v: &ValRef) -> &'a mut [T] {
+        assert!(matches!(v.buf, BufRef::Arena(_) | BufRef::Output(_)), "only arena and output values are written");
+        // SAFETY: the caller guarantees exclusive access; the region is `v.len` elements.
+        unsafe { std::slice::from_raw_parts_mut(self.region::<T>(v), v.len) }
+    }
+
+    /// A tensor holding `v`'s value (a view of an input or constant, a copy otherwise), for
+    /// steps that run an eager kernel.
+    pub(crate) fn tensor(&self, v: &'a ValRef) -> Tensor {
+        let base = match v.buf {
+            BufRef::Input(k) => Some(&self.inputs[k]),
+            BufRef::Const(k) => Some(&self.consts[k]),
+            _ => None,
+        };
+        match base {
+            Some(t) => {
+                let d = t.data();
+                let data = d.view(v.strides.clone(), d.offset + v.offset);
+                Tensor::from_parts(v.shape.clone(), v.dtype, Some(data), Default::default())
+            }
+            None => janus_kernels::with_any_type!(v.dtype, T => {
+                let mut out = vec![T::default(); v.shape.numel()];
+                janus_kernels::strided::copy(&v.shape, self.src::<T>(v), &mut out);
+                Tensor::from_buffer(janus_kernels::buffer::Stored::wrap(out), v.shape.clone())
+            }),
+        }
+    }
+}
+
+/// A fresh zeroed buffer for an output.
+pub(crate) fn output_buffer(dtype: DType, len: usize) -> CpuBuffer {
+    CpuBuffer::filled(dtype, len, 0.0)
+}

@@ -1,0 +1,183 @@
+//! The compiled CPU executor: an optimised graph lowered to a flat list of steps over planned
+//! buffers (see [`plan`]). An executor is immutable and shared; each run takes an arena from a
+//! pool (one per concurrent caller), so threads share compiled code but never buffers, and
+//! after the first run no intermediate buffer is allocated.
+
+mod frame;
+mod plan;
+mod schedule;
+mod steps;
+
+pub use plan::MemoryPlan;
+
+use crate::graph::Graph;
+use crate::tensor::{Data, Tensor};
+use frame::{Arenas, Frame, output_buffer};
+use plan::{BufRef, Lowered, StepKind};
+use std::sync::{Arc, Mutex};
+
+/// A compiled graph, ready to run many times from many threads.
+pub struct Executor {
+    graph: Graph,
+    lowered: Lowered,
+    schedule: schedule::Schedule,
+    pool: Mutex<Vec<(Arenas, schedule::Scratch)>>,
+}
+
+impl Executor {
+    /// Lowers and plans an (already optimised) graph.
+    pub fn compile(graph: Graph) -> Executor {
+        let lowered = plan::lower(&graph);
+        validate(&lowered);
+        let schedule = schedule::build(&lowered);
+        Executor { graph, lowered, schedule, pool: Mutex::new(Vec::new()) }
+    }
+
+    /// The graph this executor runs.
+    pub fn graph(&self) -> &Graph {
+        &self.graph
+    }
+
+    /// The memory plan: planned arena bytes against one buffer per intermediate.
+    pub fn memory_plan(&self) -> &MemoryPlan {
+        &self.lowered.plan
+    }
+
+    /// Whether this run may use the two-worker schedule: not from inside a rayon task, where
+    /// both workers would compete with the caller's own parallel work.
+    fn parallel_allowed(&self) -> bool {
+        rayon::current_thread_index().is_none() && !crate::config::config().serial
+    }
+
+    /// Whether runs use two workers.
+    pub fn is_parallel(&self) -> bool {
+        self.schedule.parallel
+    }
+
+    /// Number of steps per run.
+    pub fn num_steps(&self) -> usize {
+        self.lowered.steps.len()
+    }
+
+    /// Runs the graph on `inputs` (types as the graph's inputs) and returns its outputs.
+    pub fn run(&self, inputs: &[Tensor]) -> Vec<Tensor> {
+        assert_eq!(inputs.len(), self.graph.inputs.len(), "executor: wrong number of inputs");
+        let dense: Vec<Tensor> = inputs.iter().map(dense_input).collect();
+        let pooled = self.pool.lock().unwrap().pop();
+        let (mut arenas, mut scratch) = pooled.unwrap_or_else(|| (Arenas::new(self.lowered.plan.arena_len), Default::default()));
+        let mut outs: Vec<_> = self.lowered.output_bufs.iter().map(|&(d, n)| output_buffer(d, n)).collect();
+        {
+            let frame = Frame::new(&dense, &self.lowered.consts, &mut arenas, &mut outs);
+            let (steps, vals) = (&self.lowered.steps, &self.lowered.vals);
+            if self.schedule.parallel && self.parallel_allowed() {
+                schedule::run_parallel(&self.schedule, &mut scratch, &|s| steps::run_step(&steps[s], vals, &frame));
+            } else if std::env::var("JANUS_STEP_PROFILE").is_ok() {
+                profile_steps(steps, vals, &frame);
+            } else {
+                for step in steps {
+                    steps::run_step(step, vals, &frame);
+                }
+            }
+        }
+        self.pool.lock().unwrap().push((arenas, scratch));
+        let outs: Vec<Arc<janus_kernels::CpuBuffer>> = outs.into_iter().map(Arc::new).collect();
+        self.lowered
+            .outputs
+            .iter()
+            .map(|&o| {
+                let v = self.lowered.vals[o].as_ref().expect("outputs have values");
+                let data = match v.buf {
+                    BufRef::Output(k) => Data::shared(outs[k].clone(), &v.shape).view(v.strides.clone(), v.offset),
+                    BufRef::Input(k) => {
+                        let d = dense[k].data();
+                        d.view(v.strides.clone(), d.offset + v.offset)
+                    }
+                    BufRef::Const(k) => {
+                        let d = self.lowered.consts[k].data();
+                        d.view(v.strides.clone(), d.offset + v.offset)
+                    }
+                    BufRef::Arena(_) => unreachable!("values reaching an output live in output buffers"),
+                };
+                Tensor::from_parts(v.shape.clone(), v.dtype, Some(data), Default::default())
+            })
+            .collect()
+    }
+}
+
+fn profile_steps<'a>(steps: &[plan::Step], vals: &'a [Option<plan::ValRef>], frame: &Frame<'a>) {
+    use std::collections::BTreeMap;
+    static TOTALS: Mutex<BTreeMap<String, (f64, usize)>> = Mutex::new(BTreeMap::new());
+    static RUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    for step in steps {
+        let t = std::time::Instant::now();
+        steps::run_step(step, vals, frame);
+        let key = match &step.kind {
+            StepKind::MatMul { a, c, .. } => {
+                let s = &vals[*a].as_ref().unwrap().shape;
+                format!("matmul{} a={:?}", if c.is_some() { "_add" } else { "" }, s)
+            }
+            StepKind::Generic { op, .. } => format!("generic {}", op.name()),
+            StepKind::Reduce { kind, .. } => format!("reduce {kind:?}"),
+            StepKind::Fused { prog, .. } => format!("fused {:?}", prog.shape),
+            k => format!("{:?}", std::mem::discriminant(k)),
+        };
+        let mut tot = TOTALS.lock().unwrap();
+        let e = tot.entry(key).or_default();
+        e.0 += t.elapsed().as_secs_f64();
+        e.1 += 1;
+    }
+    let runs = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+    if runs % 100 == 0 {
+        let tot = TOTALS.lock().unwrap();
+        let mut rows: Vec<_> = tot.iter().collect();
+        rows.sort_by(|a, b| b.1.0.partial_cmp(&a.1.0).unwrap());
+        for (k, (t, n)) in rows.iter().take(25) {
+            eprintln!("{:8.3} ms/run {:6} calls/run  {k}", t * 1e3 / runs as f64, n / runs);
+        }
+    }
+}
+
+/// A contiguous tensor with the same values (the input itself when it already is).
+fn dense_input(t: &Tensor) -> Tensor {
+    if t.is_contiguous() {
+        return t.clone();
+    }
+    let buf = janus_kernels::with_any_type!(t.dtype(), T => {
+        janus_kernels::buffer::Stored::wrap(t.contiguous_slice::<T>().into_owned())
+    });
+    Tensor::from_buffer(buf, t.shape().clone())
+}
+
+/// Checks the plan's safety invariant: no step writes a region it also reads or writes twice,
+/// unless it is an in-place GEMM accumulation into its own addend.
+fn validate(l: &Lowered) {
+    let region = |i: usize| {
+        let v = l.vals[i].as_ref().expect("value");
+        match v.buf {
+            BufRef::Arena(s) => Some((crate::exec::plan::dtype_slot(v.dtype), s, s + v.len, true)),
+            BufRef::Output(k) => Some((usize::MAX - k, 0, v.len, false)),
+            _ => None,
+        }
+    };
+    let overlap = |a: (usize, usize, usize, bool), b: (usize, usize, usize, bool)| a.0 == b.0 && a.1 < b.2 && b.1 < a.2;
+    for st in &l.steps {
+        let writes: Vec<_> = st.kind.writes().iter().filter_map(|&w| region(w)).collect();
+        for (i, w) in writes.iter().enumerate() {
+            for w2 in &writes[i + 1..] {
+                assert!(!overlap(*w, *w2), "executor plan: a step writes overlapping regions");
+            }
+        }
+        let in_place = match st.kind {
+            StepKind::MatMul { c: Some(c), out, .. } => region(c).zip(region(out)).filter(|(a, b)| a == b).map(|_| c),
+            _ => None,
+        };
+        for r in st.kind.reads() {
+            if Some(r) == in_place {
+                continue;
+            }
+            if let Some(rr) = region(r) {
+                assert!(!writes.iter().any(|w| overlap(*w, rr)), "executor plan: a step reads a region it writes");
+            }
+        }
+    }
+}

@@ -1,0 +1,445 @@
+//! Lowering an optimised graph to executor steps, and memory planning.
+//!
+//! Every node gets a *value*: a region of a buffer plus a strided layout. Inputs and constants
+//! are their tensors' buffers; views (`reshape` of contiguous data, `permute`, `narrow`,
+//! `broadcast_to`) reuse their operand's buffer with a new layout; everything else is computed
+//! by a step into a buffer of its own. Values that reach the graph's outputs get fresh output
+//! buffers each run; the rest live in a per-dtype arena whose ranges are reused once a value's
+//! last reader has run, and a `matmul_add` whose addend dies there accumulates in place.
+
+use crate::fusion::FusedProgram;
+use crate::graph::{Graph, NodeOp};
+use crate::ops::{Op, eval};
+use crate::shape::{Shape, Strides};
+use crate::tensor::Tensor;
+use crate::DType;
+use janus_kernels::reduce::ReduceDims;
+use smallvec::SmallVec;
+use std::sync::Arc;
+
+/// Which buffer a value lives in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum BufRef {
+    /// Input `k` (made contiguous at the start of a run).
+    Input(usize),
+    /// Constant `k`, evaluated at compile time.
+    Const(usize),
+    /// The arena of the value's dtype, from element `start`.
+    Arena(usize),
+    /// Output buffer `k`, allocated fresh each run.
+    Output(usize),
+}
+
+/// A value: its buffer region and its strided layout inside that region.
+#[derive(Clone, Debug)]
+pub(crate) struct ValRef {
+    pub(crate) buf: BufRef,
+    /// Elements of the region (the whole buffer for inputs, constants and outputs).
+    pub(crate) len: usize,
+    pub(crate) dtype: DType,
+    pub(crate) shape: Shape,
+    pub(crate) strides: Strides,
+    pub(crate) offset: usize,
+}
+
+/// What a step computes; operands and results are node indices (resolved to values at run).
+#[derive(Clone, Debug)]
+pub(crate) enum StepKind {
+    Fused { prog: Arc<FusedProgram>, inputs: SmallVec<[usize; 4]>, outputs: SmallVec<[usize; 4]> },
+    MatMul { a: usize, b: usize, c: Option<usize>, out: usize },
+    Reduce { kind: ReduceKind, x: usize, dims: ReduceDims, out: usize },
+    Cat { dim: usize, parts: SmallVec<[usize; 4]>, out: usize },
+    Copy { x: usize, out: usize },
+    RngState { rng: usize, offset: u64, out: usize },
+    Random { normal: bool, state: usize, out: usize },
+    Generic { op: Op, inputs: SmallVec<[usize; 4]>, out: usize },
+}
+
+/// Reductions with a direct kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ReduceKind {
+    Sum,
+    Max,
+    Min,
+    ArgMax,
+    LogSumExp,
+    Softmax,
+    LogSoftmax,
+}
+
+impl StepKind {
+    /// Operand nodes read.
+    pub(crate) fn reads(&self) -> SmallVec<[usize; 4]> {
+        match self {
+            StepKind::Fused { inputs, .. } | StepKind::Generic { inputs, .. } => inputs.clone(),
+            StepKind::Cat { parts, .. } => parts.clone(),
+            StepKind::MatMul { a, b, c, .. } => {
+                let mut r: SmallVec<[usize; 4]> = SmallVec::from_slice(&[*a, *b]);
+                r.extend(c.iter().copied());
+                r
+            }
+            StepKind::Reduce { x, .. } | StepKind::Copy { x, .. } => SmallVec::from_slice(&[*x]),
+            StepKind::RngState { rng, .. } => SmallVec::from_slice(&[*rng]),
+            StepKind::Random { state, .. } => SmallVec::from_slice(&[*state]),
+        }
+    }
+
+    /// Result nodes written.
+    pub(crate) fn writes(&self) -> SmallVec<[usize; 4]> {
+        match self {
+            StepKind::Fused { outputs, .. } => outputs.clone(),
+            StepKind::MatMul { out, .. }
+            | StepKind::Reduce { out, .. }
+            | StepKind::Cat { out, .. }
+            | StepKind::Copy { out, .. }
+            | StepKind::RngState { out, .. }
+            | StepKind::Random { out, .. }
+            | StepKind::Generic { out, .. } => SmallVec::from_slice(&[*out]),
+        }
+    }
+}
+
+/// A step with the graph node it came from (for error messages).
+#[derive(Clone, Debug)]
+pub(crate) struct Step {
+    pub(crate) kind: StepKind,
+    pub(crate) node: usize,
+}
+
+/// Planned memory: arena sizes per dtype and the byte counts a report needs.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct MemoryPlan {
+    /// Arena elements for f32, f64, i64, bool.
+    pub arena_len: [usize; 4],
+    /// Bytes of the planned arenas (the peak of intermediate storage).
+    pub planned_bytes: usize,
+    /// Bytes if every intermediate had a buffer of its own.
+    pub naive_bytes: usize,
+    /// Intermediates placed in a range another value used before.
+    pub buffers_reused: usize,
+    /// `matmul_add` steps that accumulate into their addend's buffer.
+    pub in_place: usize,
+}
+
+/// A free arena range and the values that occupied it (readers of those must finish before a new
+/// value is written there, when steps run in parallel).
+#[derive(Clone)]
+struct FreeBlock {
+    start: usize,
+    len: usize,
+    prev: SmallVec<[usize; 4]>,
+}
+
+/// Returns a range to the free list, merging it with free neighbours.
+fn release(free: &mut Vec<FreeBlock>, mut b: FreeBlock) {
+    while let Some(k) = free.iter().position(|f| f.start + f.len == b.start || b.start + b.len == f.start) {
+        let f = free.swap_remove(k);
+        b.start = b.start.min(f.start);
+        b.len += f.len;
+        b.prev.extend(f.prev);
+    }
+    free.push(b);
+}
+
+pub(crate) fn dtype_slot(d: DType) -> usize {
+    match d {
+        DType::F32 => 0,
+        DType::F64 => 1,
+        DType::I64 => 2,
+        DType::Bool => 3,
+    }
+}
+
+/// The lowered program: steps, one value per node, constants, outputs and the plan.
+pub(crate) struct Lowered {
+    pub(crate) steps: Vec<Step>,
+    pub(crate) vals: Vec<Option<ValRef>>,
+    pub(crate) consts: Vec<Tensor>,
+    pub(crate) outputs: Vec<usize>,
+    pub(crate) output_bufs: Vec<(DType, usize)>,
+    pub(crate) plan: MemoryPlan,
+    /// For each step, the earlier steps it must wait for beyond its data operands: readers of
+    /// the previous occupant of a reused arena range.
+    pub(crate) reuse_after: Vec<SmallVec<[usize; 4]>>,
+    /// For each node, the node owning its buffer (itself unless it is a view).
+    pub(crate) roots: Vec<usize>,
+}
+
+/// Layout of a node before buffers are assigned.
+#[derive(Clone)]
+struct Layout {
+    root: usize,
+    strides: Strides,
+    offset: usize,
+}
+
+fn dense(shape: &Shape) -> Strides {
+    shape.contiguous_strides()
+}
+
+fn is_dense(l: &Layout, shape: &Shape) -> bool {
+    let mut expect = 1;
+    for (&len, &st) in shape.iter().zip(&l.strides).rev() {
+        if len != 1 && st != expect {
+            return false;
+        }
+        expect *= len;
+    }
+    true
+}
+
+pub(crate) fn lower(g: &Graph) -> Lowered {
+    let n = g.nodes.len();
+    let mut layout: Vec<Option<Layout>> = vec![None; n];
+    let mut steps: Vec<Step> = Vec::new();
+    let mut consts: Vec<Tensor> = Vec::new();
+    let mut const_of: Vec<Option<usize>> = vec![None; n];
+    let mut input_of: Vec<Option<usize>> = vec![None; n];
+    let own = |i: usize, shape: &Shape| Some(Layout { root: i, strides: dense(shape), offset: 0 });
+    for (i, node) in g.nodes.iter().enumerate() {
+        let shape = &node.ty.shape;
+        let arg = |k: usize| node.inputs[k].index();
+        let lay = |k: usize| layout[arg(k)].clone().expect("operands precede users");
+        let mut push = |kind: StepKind| steps.push(Step { kind, node: i });
+        layout[i] = match &node.op {
+            NodeOp::Input(k) => {
+                input_of[i] = Some(*k);
+                own(i, shape)
+            }
+            NodeOp::Op(op @ (Op::Full(_) | Op::Constant(_) | Op::Arange(_))) => {
+                const_of[i] = Some(consts.len());
+                consts.push(eval(op, &[]));
+                own(i, shape)
+            }
+            NodeOp::Op(Op::Reshape(_)) if is_dense(&lay(0), &g.node(node.inputs[0]).ty.shape) => {
+                let l = lay(0);
+                Some(Layout { root: l.root, strides: dense(shape), offset: l.offset })
+            }
+            NodeOp::Op(Op::Permute(p)) => {
+                let l = lay(0);
+                Some(Layout { root: l.root, strides: p.perm.iter().map(|&d| l.strides[d]).collect(), offset: l.offset })
+            }
+            NodeOp::Op(Op::Narrow(p)) => {
+                let l = lay(0);
+                Some(Layout { offset: l.offset + p.start * l.strides[p.dim], ..l })
+            }
+            NodeOp::Op(Op::BroadcastTo(p)) => {
+                let l = lay(0);
+                let src = &g.node(node.inputs[0]).ty.shape;
+                let lead = p.shape.rank() - src.rank();
+                let mut strides: Strides = smallvec::smallvec![0; p.shape.rank()];
+                for (d, (&len, &st)) in src.iter().zip(&l.strides).enumerate() {
+                    strides[lead + d] = if len == 1 { 0 } else { st };
+                }
+                Some(Layout { root: l.root, strides, offset: l.offset })
+            }
+            NodeOp::Op(Op::Reshape(_)) => {
+                push(StepKind::Copy { x: arg(0), out: i });
+                own(i, shape)
+            }
+            NodeOp::Project(_) => own(i, shape), // written by its fused step
+            NodeOp::Fused(p) => {
+                let mut outputs: SmallVec<[usize; 4]> = SmallVec::from_slice(&[i]);
+                for (j, later) in g.nodes.iter().enumerate().skip(i + 1) {
+                    if matches!(later.op, NodeOp::Project(_)) && later.inputs[0].index() == i {
+                        outputs.push(j);
+                    }
+                }
+                outputs[1..].sort_by_key(|&j| match g.nodes[j].op {
+                    NodeOp::Project(k) => k,
+                    _ => unreachable!(),
+                });
+                let inputs = node.inputs.iter().map(|a| a.index()).collect();
+                push(StepKind::Fused { prog: p.clone(), inputs, outputs });
+                own(i, shape)
+            }
+            NodeOp::MatMulAdd => {
+                push(StepKind::MatMul { a: arg(0), b: arg(1), c: Some(arg(2)), out: i });
+                own(i, shape)
+            }
+            NodeOp::RngState { offset } => {
+                push(StepKind::RngState { rng: arg(0), offset: *offset, out: i });
+                own(i, shape)
+            }
+            NodeOp::Op(op) => {
+                let x_shape = node.inputs.first().map(|a| &g.node(*a).ty.shape);
+                let x_dense = node.inputs.first().is_some_and(|_| is_dense(&lay(0), x_shape.unwrap()));
+                let kind = match op {
+                    Op::MatMul => StepKind::MatMul { a: arg(0), b: arg(1), c: None, out: i },
+                    Op::RandNormal(_) | Op::RandUniform(_) => {
+                        StepKind::Random { normal: matches!(op, Op::RandNormal(_)), state: arg(0), out: i }
+                    }
+                    Op::Sum(p) if x_dense && p.dims.windows(2).all(|w| w[1] == w[0] + 1) && !p.dims.is_empty() => {
+                        let xs = x_shape.unwrap();
+                        let (a, b) = (p.dims[0], *p.dims.last().unwrap());
+                        let dims = ReduceDims {
+                            outer: xs[..a].iter().product(),
+                            n: xs[a..=b].iter().product(),
+                            inner: xs[b + 1..].iter().product(),
+                        };
+                        StepKind::Reduce { kind: ReduceKind::Sum, x: arg(0), dims, out: i }
+                    }
+                    Op::Max(p) | Op::Min(p) | Op::ArgMax(p) | Op::LogSumExp(p) if x_dense => {
+                        let kind = match op {
+                            Op::Max(_) => ReduceKind::Max,
+                            Op::Min(_) => ReduceKind::Min,
+                            Op::ArgMax(_) => ReduceKind::ArgMax,
+                            _ => ReduceKind::LogSumExp,
+                        };
+                        StepKind::Reduce { kind, x: arg(0), dims: ReduceDims::new(x_shape.unwrap(), p.dim), out: i }
+                    }
+                    Op::Softmax(p) | Op::LogSoftmax(p) if x_dense => {
+                        let kind = if matches!(op, Op::Softmax(_)) { ReduceKind::Softmax } else { ReduceKind::LogSoftmax };
+                        StepKind::Reduce { kind, x: arg(0), dims: ReduceDims::new(x_shape.unwrap(), p.dim), out: i }
+                    }
+                    Op::Cat(p) if node.inputs.iter().enumerate().all(|(k, a)| is_dense(&lay(k), &g.node(*a).ty.shape)) => {
+                        StepKind::Cat { dim: p.dim, parts: node.inputs.iter().map(|a| a.index()).collect(), out: i }
+                    }
+                    op => StepKind::Generic { op: op.clone(), inputs: node.inputs.iter().map(|a| a.index()).collect(), out: i },
+                };
+                push(kind);
+                own(i, shape)
+            }
+        };
+    }
+    assign_buffers(g, steps, layout, consts, const_of, input_of)
+}
+
+/// Liveness and buffer assignment.
+fn assign_buffers(
+    g: &Graph,
+    steps: Vec<Step>,
+    layout: Vec<Option<Layout>>,
+    consts: Vec<Tensor>,
+    const_of: Vec<Option<usize>>,
+    input_of: Vec<Option<usize>>,
+) -> Lowered {
+    let n = g.nodes.len();
+    let root = |i: usize| layout[i].as_ref().unwrap().root;
+    let mut def_step = vec![usize::MAX; n];
+    let mut last_use = vec![0usize; n];
+    for (s, st) in steps.iter().enumerate() {
+        for w in st.kind.writes() {
+            def_step[w] = s;
+            last_use[w] = last_use[w].max(s);
+        }
+        for r in st.kind.reads() {
+            let r = root(r);
+            last_use[r] = last_use[r].max(s);
+        }
+    }
+    // Roots reaching the outputs get output buffers.
+    let mut out_slot: Vec<Option<usize>> = vec![None; n];
+    let mut output_bufs: Vec<(DType, usize)> = Vec::new();
+    for o in &g.outputs {
+        let r = root(o.index());
+        if def_step[r] != usize::MAX && out_slot[r].is_none() {
+            out_slot[r] = Some(output_bufs.len());
+            output_bufs.push((g.nodes[r].ty.dtype, g.nodes[r].ty.shape.numel()));
+        }
+    }
+    // Arena assignment in step order.
+    let mut plan = MemoryPlan::default();
+    let mut arena_start: Vec<Option<usize>> = vec![None; n];
+    let mut free: [Vec<FreeBlock>; 4] = Default::default();
+    let mut reuse_after: Vec<SmallVec<[usize; 4]>> = vec![SmallVec::new(); steps.len()];
+    let mut readers: Vec<SmallVec<[usize; 4]>> = vec![SmallVec::new(); n];
+    for (s, st) in steps.iter().enumerate() {
+        for r in st.kind.reads() {
+            readers[root(r)].push(s);
+        }
+    }
+    let mut dying: Vec<Vec<usize>> = vec![Vec::new(); steps.len()];
+    for (i, &d) in def_step.iter().enumerate() {
+        if d != usize::MAX && out_slot[i].is_none() {
+            dying[last_use[i].max(d)].push(i);
+        }
+    }
+    for (s, st) in steps.iter().enumerate() {
+        for w in st.kind.writes() {
+            if out_slot[w].is_some() {
+                continue;
+            }
+            let ty = &g.nodes[w].ty;
+            let (slot, need) = (dtype_slot(ty.dtype), ty.shape.numel());
+            plan.naive_bytes += need * ty.dtype.size_in_bytes();
+            // In place: the addend of a GEMM that dies here, dense, of the result's shape, and
+            // not also one of the factors.
+            if let StepKind::MatMul { a, b, c: Some(c), .. } = st.kind
+                && c == root(c)
+                && root(a) != c
+                && root(b) != c
+                && let Some(start) = arena_start[c]
+                && last_use[c] == s
+                && g.nodes[c].ty == *ty
+                && is_dense(layout[c].as_ref().unwrap(), &ty.shape)
+            {
+                arena_start[w] = Some(start);
+                dying[s].retain(|&v| v != c);
+                // Every other reader of the addend must be done before it is overwritten.
+                reuse_after[s].extend(readers[c].iter().copied().filter(|&x| x < s));
+                plan.in_place += 1;
+                continue;
+            }
+            let fit = free[slot].iter().enumerate().filter(|(_, b)| b.len >= need).min_by_key(|(_, b)| b.len).map(|(k, _)| k);
+            let start = match fit {
+                Some(k) => {
+                    let block = free[slot].swap_remove(k);
+                    if block.len > need {
+                        free[slot].push(FreeBlock { start: block.start + need, len: block.len - need, prev: block.prev.clone() });
+                    }
+                    // Whoever used this range before must be done with it first.
+                    for &p in &block.prev {
+                        reuse_after[s].extend(readers[p].iter().copied().chain([def_step[p]]).filter(|&x| x < s));
+                    }
+                    plan.buffers_reused += 1;
+                    block.start
+                }
+                None => {
+                    let start = plan.arena_len[slot];
+                    plan.arena_len[slot] += need;
+                    start
+                }
+            };
+            arena_start[w] = Some(start);
+        }
+        for &v in &dying[s] {
+            if let Some(start) = arena_start[v] {
+                let ty = &g.nodes[v].ty;
+                release(&mut free[dtype_slot(ty.dtype)], FreeBlock { start, len: ty.shape.numel(), prev: SmallVec::from_slice(&[v]) });
+            }
+        }
+    }
+    plan.planned_bytes = [DType::F32, DType::F64, DType::I64, DType::Bool]
+        .iter()
+        .map(|d| plan.arena_len[dtype_slot(*d)] * d.size_in_bytes())
+        .sum();
+    // Values.
+    let vals: Vec<Option<ValRef>> = (0..n)
+        .map(|i| {
+            let l = layout[i].as_ref()?;
+            let r = l.root;
+            let rty = &g.nodes[r].ty;
+            let buf = if let Some(k) = input_of[r] {
+                BufRef::Input(k)
+            } else if let Some(k) = const_of[r] {
+                BufRef::Const(k)
+            } else if let Some(k) = out_slot[r] {
+                BufRef::Output(k)
+            } else {
+                BufRef::Arena(arena_start[r]?)
+            };
+            Some(ValRef {
+                buf,
+                len: rty.shape.numel(),
+                dtype: g.nodes[i].ty.dtype,
+                shape: g.nodes[i].ty.shape.clone(),
+                strides: l.strides.clone(),
+                offset: l.offset,
+            })
+        })
+        .collect();
+    let outputs = g.outputs.iter().map(|o| o.index()).collect();
+    let roots = (0..n).map(|i| layout[i].as_ref().map_or(i, |l| l.root)).collect();
+    Lowered { steps, vals, consts, outputs, output_bufs, plan, reuse_after, roots }
+}

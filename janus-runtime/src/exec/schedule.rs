@@ -1,0 +1,157 @@
+//! Running independent steps in parallel on two workers (DESIGN §13 rule 19): a step becomes
+//! ready when the steps producing its operands, and the readers of any arena range it reuses,
+//! are done. Ready steps are taken longest-remaining-path first, so the critical chain (an
+//! RNN's recurrence) is never starved by off-path work such as weight-gradient GEMMs.
+
+use super::plan::{Lowered, StepKind};
+use smallvec::SmallVec;
+use std::collections::BinaryHeap;
+use std::panic::AssertUnwindSafe;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
+
+/// Dependencies and priorities of a lowered program's steps.
+pub(crate) struct Schedule {
+    preds: Vec<u32>,
+    succs: Vec<SmallVec<[u32; 4]>>,
+    rank: Vec<u64>,
+    /// Whether parallel execution is worth its handoffs for this program.
+    pub(crate) parallel: bool,
+}
+
+/// Rough cost of a step in element-operations.
+fn cost(l: &Lowered, kind: &StepKind) -> u64 {
+    let numel = |i: usize| l.vals[i].as_ref().map_or(0, |v| v.shape.numel()) as u64;
+    match kind {
+        StepKind::MatMul { a, out, .. } => {
+            let va = l.vals[*a].as_ref().unwrap();
+            numel(*out) * va.shape[va.shape.rank() - 1] as u64
+        }
+        StepKind::Fused { prog, outputs, .. } => numel(outputs[0]) * prog.program.instrs.len() as u64,
+        k => k.writes().iter().map(|&w| numel(w)).sum::<u64>() + k.reads().iter().map(|&r| numel(r)).sum::<u64>(),
+    }
+}
+
+/// Below this much estimated work a program runs on the calling thread: handing steps between
+/// threads costs more than it saves.
+const PARALLEL_MIN_COST: u64 = 4_000_000;
+
+pub(crate) fn build(l: &Lowered) -> Schedule {
+    let n = l.steps.len();
+    let mut def: Vec<Option<usize>> = vec![None; l.vals.len()];
+    for (s, st) in l.steps.iter().enumerate() {
+        for w in st.kind.writes() {
+            def[w] = Some(s);
+        }
+    }
+    let mut preds_of: Vec<SmallVec<[usize; 8]>> = vec![SmallVec::new(); n];
+    for (s, st) in l.steps.iter().enumerate() {
+        let mut p: SmallVec<[usize; 8]> = st.kind.reads().iter().filter_map(|&r| def[root_of(l, r)]).collect();
+        p.extend(l.reuse_after[s].iter().copied());
+        p.retain(|x| *x != s);
+        p.sort_unstable();
+        p.dedup();
+        preds_of[s] = p;
+    }
+    let mut succs: Vec<SmallVec<[u32; 4]>> = vec![SmallVec::new(); n];
+    for (s, p) in preds_of.iter().enumerate() {
+        for &q in p {
+            succs[q].push(s as u32);
+        }
+    }
+    let costs: Vec<u64> = l.steps.iter().map(|st| cost(l, &st.kind)).collect();
+    let mut rank = vec![0u64; n];
+    for s in (0..n).rev() {
+        rank[s] = costs[s] + succs[s].iter().map(|&t| rank[t as usize]).max().unwrap_or(0);
+    }
+    let total: u64 = costs.iter().sum();
+    let critical = rank.iter().copied().max().unwrap_or(0);
+    if std::env::var("JANUS_SCHED_DEBUG").is_ok() {
+        eprintln!("schedule: {n} steps, total cost {total}, critical path {critical} ({:.0}%)", 100.0 * critical as f64 / total.max(1) as f64);
+    }
+    Schedule {
+        preds: preds_of.iter().map(|p| p.len() as u32).collect(),
+        succs,
+        rank,
+        // Only when the work is large and the critical path leaves a quarter of it to overlap.
+        parallel: total >= PARALLEL_MIN_COST && critical * 4 <= total * 3 && rayon::current_num_threads() >= 2,
+    }
+}
+
+/// The step that computes value `i` is the one computing its root buffer's owner; views have
+/// no step, so a read of a view waits for the step that wrote the viewed value.
+fn root_of(l: &Lowered, i: usize) -> usize {
+    l.roots[i]
+}
+
+/// Per-run scratch, pooled with the arenas so runs do not allocate it.
+#[derive(Default)]
+pub(crate) struct Scratch {
+    remaining: Vec<AtomicU32>,
+    ready: Mutex<BinaryHeap<(u64, u32)>>,
+}
+
+/// Runs every step with `run`, on two workers, respecting the schedule. A panic in a step stops
+/// both workers and is re-raised here.
+pub(crate) fn run_parallel(sched: &Schedule, scratch: &mut Scratch, run: &(dyn Fn(usize) + Sync)) {
+    let n = sched.preds.len();
+    scratch.remaining.resize_with(n, || AtomicU32::new(0));
+    {
+        let mut ready = scratch.ready.lock().unwrap();
+        ready.clear();
+        for (s, &p) in sched.preds.iter().enumerate() {
+            scratch.remaining[s].store(p, Ordering::Relaxed);
+            if p == 0 {
+                ready.push((sched.rank[s], s as u32));
+            }
+        }
+    }
+    let done = AtomicUsize::new(0);
+    let failed = AtomicBool::new(false);
+    let panic: Mutex<Option<Box<dyn std::any::Any + Send>>> = Mutex::new(None);
+    let scratch = &*scratch;
+    let debug = std::env::var("JANUS_SCHED_DEBUG").is_ok();
+    let worker = || {
+        let (mut steps, mut busy, mut idle) = (0, 0.0, 0.0);
+        let mut t = std::time::Instant::now();
+        while done.load(Ordering::Acquire) < n && !failed.load(Ordering::Acquire) {
+            let next = scratch.ready.lock().unwrap().pop();
+            let Some((_, s)) = next else {
+                std::hint::spin_loop();
+                continue;
+            };
+            if debug {
+                idle += t.elapsed().as_secs_f64();
+                t = std::time::Instant::now();
+            }
+            let s = s as usize;
+            let r = std::panic::catch_unwind(AssertUnwindSafe(|| run(s)));
+            if debug {
+                steps += 1;
+                busy += t.elapsed().as_secs_f64();
+                t = std::time::Instant::now();
+            }
+            if let Err(p) = r {
+                *panic.lock().unwrap() = Some(p);
+                failed.store(true, Ordering::Release);
+                return;
+            }
+            for &t in &sched.succs[s] {
+                if scratch.remaining[t as usize].fetch_sub(1, Ordering::AcqRel) == 1 {
+                    scratch.ready.lock().unwrap().push((sched.rank[t as usize], t));
+                }
+            }
+            done.fetch_add(1, Ordering::Release);
+        }
+        if debug {
+            static RUNS: AtomicUsize = AtomicUsize::new(0);
+            if RUNS.fetch_add(1, Ordering::Relaxed) % 101 == 100 {
+                eprintln!("worker: {steps} steps, busy {:.2} ms, waiting {:.2} ms", busy * 1e3, idle * 1e3);
+            }
+        }
+    };
+    rayon::join(worker, worker);
+    if let Some(p) = panic.into_inner().unwrap() {
+        std::panic::resume_unwind(p);
+    }
+}

@@ -1,0 +1,160 @@
+//! Running one step: fused programs, GEMMs (with accumulation), reductions, concatenation,
+//! copies, random fills, and a generic path that runs an op's eager kernel.
+
+use super::frame::Frame;
+use super::plan::{ReduceKind, Step, StepKind, ValRef};
+use crate::ops::TensorType;
+use crate::shape::Strides;
+use crate::DType;
+use janus_kernels::fused::{Input, Output};
+use janus_kernels::matmul::{MatLayout, MatmulDims, matmul};
+use janus_kernels::reduce as red;
+use janus_kernels::strided::{PARALLEL_MIN_ELEMS, Src, copy, map1};
+use janus_kernels::{Element, philox, with_any_type, with_float_type};
+
+/// Strides reading `v` at every index of the (larger or equal) broadcast shape `out`.
+fn broadcast_strides(v: &ValRef, out: &[usize]) -> Strides {
+    let lead = out.len() - v.shape.rank();
+    let mut s: Strides = smallvec::smallvec![0; out.len()];
+    for (i, (&len, &st)) in v.shape.iter().zip(&v.strides).enumerate() {
+        s[lead + i] = if len == 1 { 0 } else { st };
+    }
+    s
+}
+
+fn mat_layout(v: &ValRef) -> MatLayout {
+    let r = v.shape.rank();
+    MatLayout {
+        offset: v.offset,
+        batch_stride: if r == 3 && v.shape[0] > 1 { v.strides[0] } else { 0 },
+        row_stride: v.strides[r - 2],
+        col_stride: v.strides[r - 1],
+    }
+}
+
+pub(crate) fn run_step<'a>(step: &Step, vals: &'a [Option<ValRef>], f: &Frame<'a>) {
+    let val = |i: usize| vals[i].as_ref().expect("every node read by a step has a value");
+    match &step.kind {
+        StepKind::Fused { prog, inputs, outputs } => with_float_type!(prog.dtype, T => {
+            let strides: Vec<Strides> = inputs.iter().map(|&i| broadcast_strides(val(i), &prog.shape)).collect();
+            let ins: Vec<Input<T>> = inputs
+                .iter()
+                .zip(&strides)
+                .map(|(&i, st)| {
+                    let v = val(i);
+                    match v.dtype {
+                        DType::Bool => { let s = f.src::<bool>(v); Input::Bool(Src::new(s.data, st, s.offset)) }
+                        _ => { let s = f.src::<T>(v); Input::Float(Src::new(s.data, st, s.offset)) }
+                    }
+                })
+                .collect();
+            let outs: Vec<Output<T>> = outputs
+                .iter()
+                .map(|&o| {
+                    let v = val(o);
+                    // SAFETY: the step's results are disjoint from what it reads (plan).
+                    unsafe {
+                        match v.dtype {
+                            DType::Bool => Output::Bool(f.dst::<bool>(v)),
+                            DType::I64 => Output::Int(f.dst::<i64>(v)),
+                            _ => Output::Float(f.dst::<T>(v)),
+                        }
+                    }
+                })
+                .collect();
+            janus_kernels::fused::run(&prog.program, &prog.shape, &ins, outs);
+        }, _ => unreachable!("fused programs run in a float type")),
+        StepKind::MatMul { a, b, c, out } => with_float_type!(val(*out).dtype, T => {
+            let (va, vb, vo) = (val(*a), val(*b), val(*out));
+            let r = vo.shape.rank();
+            let dims = MatmulDims {
+                batch: if r == 3 { vo.shape[0] } else { 1 },
+                m: vo.shape[r - 2],
+                n: vo.shape[r - 1],
+                k: va.shape[va.shape.rank() - 1],
+            };
+            let in_place = c.is_some_and(|c| val(c).buf == vo.buf);
+            let (sa, sb) = (f.src::<T>(va), f.src::<T>(vb));
+            // SAFETY: the result is disjoint from the factors; an in-place addend is not read
+            // through any other reference (plan).
+            let dst = unsafe { f.dst::<T>(vo) };
+            if let Some(c) = c.filter(|_| !in_place) {
+                let vc = val(c);
+                let st = broadcast_strides(vc, &vo.shape);
+                let sc = f.src::<T>(vc);
+                copy(&vo.shape, Src::new(sc.data, &st, sc.offset), dst);
+            }
+            matmul(dims, sa.data, mat_layout(va), sb.data, mat_layout(vb), dst, c.is_some());
+        }, _ => unreachable!("matmul runs on floats")),
+        StepKind::Reduce { kind, x, dims, out } => with_float_type!(val(*x).dtype, T => {
+            let src = f.dense::<T>(val(*x));
+            // SAFETY: the result is disjoint from the operand (plan).
+            match kind {
+                ReduceKind::ArgMax => red::argmax(src, *dims, unsafe { f.dst::<i64>(val(*out)) }),
+                ReduceKind::Sum => red::sum(src, *dims, unsafe { f.dst::<T>(val(*out)) }),
+                ReduceKind::Max => red::max(src, *dims, unsafe { f.dst::<T>(val(*out)) }),
+                ReduceKind::Min => red::min(src, *dims, unsafe { f.dst::<T>(val(*out)) }),
+                ReduceKind::LogSumExp => red::logsumexp(src, *dims, unsafe { f.dst::<T>(val(*out)) }),
+                ReduceKind::Softmax => red::softmax(src, *dims, unsafe { f.dst::<T>(val(*out)) }),
+                ReduceKind::LogSoftmax => red::log_softmax(src, *dims, unsafe { f.dst::<T>(val(*out)) }),
+            }
+        }, _ => unreachable!("reductions run on floats")),
+        StepKind::Cat { dim, parts, out } => with_any_type!(val(*out).dtype, T => cat::<T>(*dim, parts, *out, vals, f)),
+        StepKind::Copy { x, out } => with_any_type!(val(*out).dtype, T => {
+            // SAFETY: the result is disjoint from the operand (plan).
+            let dst = unsafe { f.dst::<T>(val(*out)) };
+            let vx = val(*x);
+            copy(&vx.shape, f.src::<T>(vx), dst);
+        }),
+        StepKind::RngState { rng, offset, out } => {
+            let s = f.dense::<i64>(val(*rng));
+            // SAFETY: the result is disjoint from the operand (plan).
+            let d = unsafe { f.dst::<i64>(val(*out)) };
+            d[0] = s[0];
+            d[1] = (s[1] as u64).wrapping_add(*offset) as i64;
+        }
+        StepKind::Random { normal, state, out } => {
+            let s = f.dense::<i64>(val(*state));
+            let (key, counter) = (s[0] as u64, s[1] as u64);
+            with_float_type!(val(*out).dtype, T => {
+                // SAFETY: the result is disjoint from the operand (plan).
+                let d = unsafe { f.dst::<T>(val(*out)) };
+                if *normal { philox::fill_normal(key, counter, d); } else { philox::fill_uniform(key, counter, d); }
+            }, _ => unreachable!("random fills are floats"))
+        }
+        StepKind::Generic { op, inputs, out } => {
+            let args: Vec<crate::Tensor> = inputs.iter().map(|&i| f.tensor(val(i))).collect();
+            let refs: Vec<&crate::Tensor> = args.iter().collect();
+            let vo = val(*out);
+            let ty = TensorType { shape: vo.shape.clone(), dtype: vo.dtype };
+            let data = op.compute(&refs, &ty);
+            let result = crate::Tensor::from_parts(ty.shape.clone(), ty.dtype, Some(data), Default::default());
+            with_any_type!(vo.dtype, T => {
+                // SAFETY: the result is disjoint from the operands (plan).
+                let dst = unsafe { f.dst::<T>(vo) };
+                map1(&vo.shape, result.src::<T>(), dst, PARALLEL_MIN_ELEMS, |x| x);
+            })
+        }
+    }
+}
+
+fn cat<'a, T: Element>(dim: usize, parts: &[usize], out: usize, vals: &'a [Option<ValRef>], f: &Frame<'a>) {
+    let vo = vals[out].as_ref().unwrap();
+    let outer: usize = vo.shape[..dim].iter().product();
+    let inner: usize = vo.shape[dim + 1..].iter().product();
+    let total = vo.shape[dim];
+    // SAFETY: the result is disjoint from the parts (plan).
+    let dst = unsafe { f.dst::<T>(vo) };
+    let mut at = 0;
+    for &p in parts {
+        let vp = vals[p].as_ref().unwrap();
+        let n = vp.shape[dim];
+        let src = f.dense::<T>(vp);
+        for o in 0..outer {
+            let s = o * n * inner;
+            let t = (o * total + at) * inner;
+            dst[t..t + n * inner].copy_from_slice(&src[s..s + n * inner]);
+        }
+        at += n;
+    }
+}

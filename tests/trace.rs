@@ -1,0 +1,78 @@
+//! `janus::trace`: compiled graphs agree with eager execution, values and gradients.
+
+#[path = "../examples/common/lstm_lm.rs"]
+mod lstm_lm;
+mod common;
+
+use janus::prelude::*;
+
+fn max_rel(a: &Tensor, b: &Tensor) -> f64 {
+    let (x, y) = (a.to_vec::<f64>(), b.to_vec::<f64>());
+    assert_eq!(x.len(), y.len());
+    let scale = y.iter().fold(1e-6f64, |m, v| m.max(v.abs()));
+    x.iter().zip(&y).map(|(p, q)| (p - q).abs()).fold(0.0, f64::max) / scale
+}
+
+#[test]
+fn replay_matches_eager_values_and_gradients() {
+    janus::passes::set_verify_graphs(true);
+    let f = |x: &[Tensor]| {
+        let h = (x[0].matmul(&x[1]) + &x[2]).tanh();
+        let [a, b] = h.chunk::<2>(1);
+        vec![(a.sigmoid() * b).sum_all(), h.softmax(1)]
+    };
+    let traced = trace(f);
+    let inputs = [common::rand64(&[4, 3], 1, -1.0, 1.0), common::rand64(&[3, 6], 2, -1.0, 1.0), common::rand64(&[6], 3, -1.0, 1.0)];
+    for call in 0..3 {
+        let leaves: Vec<Tensor> = inputs.iter().map(|t| t.clone().requires_grad()).collect();
+        let got = traced.run(&leaves);
+        let want = f(&leaves);
+        for (g, w) in got.iter().zip(&want) {
+            assert!(max_rel(g, w) < 1e-12, "call {call}");
+        }
+        let (gg, gw) = ((&got[0] + got[1].sum_all()).backward(), (&want[0] + want[1].sum_all()).backward());
+        for l in &leaves {
+            assert!(max_rel(gg.get(l).unwrap(), gw.get(l).unwrap()) < 1e-12, "gradient, call {call}");
+        }
+    }
+    let c = traced.compiled().expect("compiled");
+    assert!(c.pass_stats().get("fuse.groups") > 0, "{}", c.graph());
+}
+
+#[test]
+fn lstm_training_step_as_one_graph_matches_eager() {
+    janus::manual_seed(0);
+    let data = lstm_lm::Batches::synthetic(2);
+    let init = lstm_lm::LstmLm::new(lstm_lm::V, lstm_lm::H);
+    let step = |x: &[Tensor]| -> Vec<Tensor> {
+        let mut m = lstm_lm::LstmLm { wx: x[0].clone(), wh: x[1].clone(), b: x[2].clone(), wy: x[3].clone(), by: x[4].clone() };
+        let xs = &x[5..5 + lstm_lm::T];
+        let ys = &x[5 + lstm_lm::T..];
+        let loss = lstm_lm::loss(&m, xs, ys);
+        let grads = loss.backward();
+        optim::Sgd::new(0.1).step(&mut m, &grads);
+        vec![loss, m.wx, m.wh, m.b, m.wy, m.by]
+    };
+    let traced = trace(step);
+    let (mut eager, mut compiled) = (init.clone(), init.clone());
+    for k in 0..4 {
+        let (xs, ys) = data.batch(k);
+        let args = |m: &lstm_lm::LstmLm| {
+            let mut v = vec![m.wx.clone(), m.wh.clone(), m.b.clone(), m.wy.clone(), m.by.clone()];
+            v.extend(xs.iter().cloned());
+            v.extend(ys.iter().cloned());
+            v
+        };
+        let e = step(&args(&eager));
+        let c = traced.run(&args(&compiled));
+        assert!(max_rel(&c[0], &e[0]) < 1e-5, "loss at step {k}: {} vs {}", c[0].item(), e[0].item());
+        for i in 1..6 {
+            assert!(max_rel(&c[i], &e[i]) < 1e-5, "param {i} at step {k}");
+            assert!(c[i].is_leaf());
+        }
+        eager = lstm_lm::LstmLm { wx: e[1].clone(), wh: e[2].clone(), b: e[3].clone(), wy: e[4].clone(), by: e[5].clone() };
+        compiled = lstm_lm::LstmLm { wx: c[1].clone(), wh: c[2].clone(), b: c[3].clone(), wy: c[4].clone(), by: c[5].clone() };
+    }
+    let c = traced.compiled().unwrap();
+    println!("{:?}\n{:?}", c.pass_stats(), c.memory_plan());
+}
