@@ -1,8 +1,8 @@
 //! `janus::trace`: compiled graphs agree with eager execution, values and gradients.
 
+mod common;
 #[path = "../examples/common/lstm_lm.rs"]
 mod lstm_lm;
-mod common;
 
 use janus::prelude::*;
 
@@ -22,7 +22,11 @@ fn replay_matches_eager_values_and_gradients() {
         vec![(a.sigmoid() * b).sum_all(), h.softmax(1)]
     };
     let traced = trace(f);
-    let inputs = [common::rand64(&[4, 3], 1, -1.0, 1.0), common::rand64(&[3, 6], 2, -1.0, 1.0), common::rand64(&[6], 3, -1.0, 1.0)];
+    let inputs = [
+        common::rand64(&[4, 3], 1, -1.0, 1.0),
+        common::rand64(&[3, 6], 2, -1.0, 1.0),
+        common::rand64(&[6], 3, -1.0, 1.0),
+    ];
     for call in 0..3 {
         let leaves: Vec<Tensor> = inputs.iter().map(|t| t.clone().requires_grad()).collect();
         let got = traced.run(&leaves);
@@ -45,7 +49,13 @@ fn lstm_training_step_as_one_graph_matches_eager() {
     let data = lstm_lm::Batches::synthetic(2);
     let init = lstm_lm::LstmLm::new(lstm_lm::V, lstm_lm::H);
     let step = |x: &[Tensor]| -> Vec<Tensor> {
-        let mut m = lstm_lm::LstmLm { wx: x[0].clone(), wh: x[1].clone(), b: x[2].clone(), wy: x[3].clone(), by: x[4].clone() };
+        let mut m = lstm_lm::LstmLm {
+            wx: x[0].clone(),
+            wh: x[1].clone(),
+            b: x[2].clone(),
+            wy: x[3].clone(),
+            by: x[4].clone(),
+        };
         let xs = &x[5..5 + lstm_lm::T];
         let ys = &x[5 + lstm_lm::T..];
         let loss = lstm_lm::loss(&m, xs, ys);
@@ -70,8 +80,20 @@ fn lstm_training_step_as_one_graph_matches_eager() {
             assert!(max_rel(&c[i], &e[i]) < 1e-5, "param {i} at step {k}");
             assert!(c[i].is_leaf());
         }
-        eager = lstm_lm::LstmLm { wx: e[1].clone(), wh: e[2].clone(), b: e[3].clone(), wy: e[4].clone(), by: e[5].clone() };
-        compiled = lstm_lm::LstmLm { wx: c[1].clone(), wh: c[2].clone(), b: c[3].clone(), wy: c[4].clone(), by: c[5].clone() };
+        eager = lstm_lm::LstmLm {
+            wx: e[1].clone(),
+            wh: e[2].clone(),
+            b: e[3].clone(),
+            wy: e[4].clone(),
+            by: e[5].clone(),
+        };
+        compiled = lstm_lm::LstmLm {
+            wx: c[1].clone(),
+            wh: c[2].clone(),
+            b: c[3].clone(),
+            wy: c[4].clone(),
+            by: c[5].clone(),
+        };
     }
     let c = traced.compiled().unwrap();
     println!("{:?}\n{:?}", c.pass_stats(), c.memory_plan());

@@ -368,31 +368,80 @@ fn binary<T: Float>(f: FBinary, a: T, b: T) -> T {
     }
 }
 
-/// Stamps out one loop per function so each inner loop is a straight vectorisable map.
-macro_rules! each_unary {
-    ($f:expr, $out:ident, $a:ident) => {
-        match $f {
-            FUnary::Exp => $out.iter_mut().zip($a).for_each(|(o, &x)| *o = x.fast_exp()),
-            FUnary::Tanh => $out.iter_mut().zip($a).for_each(|(o, &x)| *o = x.fast_tanh()),
-            FUnary::Sigmoid => $out.iter_mut().zip($a).for_each(|(o, &x)| *o = x.fast_sigmoid()),
-            FUnary::Log => $out.iter_mut().zip($a).for_each(|(o, &x)| *o = x.fast_ln()),
-            FUnary::Neg => $out.iter_mut().zip($a).for_each(|(o, &x)| *o = -x),
-            FUnary::Square => $out.iter_mut().zip($a).for_each(|(o, &x)| *o = x * x),
-            f => $out.iter_mut().zip($a).for_each(|(o, &x)| *o = unary(f, x)),
-        }
-    };
+/// `out[i] = f(x[i])` as a straight loop the compiler vectorises.
+#[inline(always)]
+fn map1<T: Copy>(out: &mut [T], x: &[T], f: impl Fn(T) -> T) {
+    for (o, &v) in out.iter_mut().zip(x) {
+        *o = f(v);
+    }
 }
 
-macro_rules! each_binary {
-    ($f:expr, $out:ident, $x:ident, $y:ident) => {
-        match $f {
-            FBinary::Add => $out.iter_mut().zip($x).zip($y).for_each(|((o, &a), &b)| *o = a + b),
-            FBinary::Sub => $out.iter_mut().zip($x).zip($y).for_each(|((o, &a), &b)| *o = a - b),
-            FBinary::Mul => $out.iter_mut().zip($x).zip($y).for_each(|((o, &a), &b)| *o = a * b),
-            FBinary::Div => $out.iter_mut().zip($x).zip($y).for_each(|((o, &a), &b)| *o = a / b),
-            f => $out.iter_mut().zip($x).zip($y).for_each(|((o, &a), &b)| *o = binary(f, a, b)),
-        }
-    };
+/// `out[i] = f(x[i], y[i])` as a straight loop.
+#[inline(always)]
+fn map2<T: Copy>(out: &mut [T], x: &[T], y: &[T], f: impl Fn(T, T) -> T) {
+    for ((o, &a), &b) in out.iter_mut().zip(x).zip(y) {
+        *o = f(a, b);
+    }
+}
+
+/// One specialised loop per unary function, so no `match` runs per element.
+#[inline(always)]
+fn each_unary<T: Float>(f: FUnary, out: &mut [T], x: &[T]) {
+    match f {
+        FUnary::Neg => map1(out, x, |v| -v),
+        FUnary::Exp => map1(out, x, T::fast_exp),
+        FUnary::Log => map1(out, x, T::fast_ln),
+        FUnary::Sqrt => map1(out, x, T::sqrt),
+        FUnary::Abs => map1(out, x, T::abs),
+        FUnary::Tanh => map1(out, x, T::fast_tanh),
+        FUnary::Sigmoid => map1(out, x, T::fast_sigmoid),
+        FUnary::Relu => map1(out, x, |v| if v < T::ZERO { T::ZERO } else { v }),
+        FUnary::Square => map1(out, x, |v| v * v),
+        FUnary::Recip => map1(out, x, |v| T::ONE / v),
+        FUnary::Not => map1(out, x, |v| bit(v == T::ZERO)),
+        FUnary::NonZero => map1(out, x, |v| bit(v != T::ZERO)),
+        f => map1(out, x, |v| unary(f, v)),
+    }
+}
+
+/// One specialised loop per binary function; `c` on the left or right when `consts` is set.
+#[inline(always)]
+fn each_binary<T: Float>(f: FBinary, out: &mut [T], x: &[T], y: &[T]) {
+    match f {
+        FBinary::Add => map2(out, x, y, |a, b| a + b),
+        FBinary::Sub => map2(out, x, y, |a, b| a - b),
+        FBinary::Mul => map2(out, x, y, |a, b| a * b),
+        FBinary::Div => map2(out, x, y, |a, b| a / b),
+        FBinary::Max => map2(out, x, y, T::max_nan),
+        FBinary::Min => map2(out, x, y, T::min_nan),
+        FBinary::Gt => map2(out, x, y, |a, b| bit(a > b)),
+        FBinary::Lt => map2(out, x, y, |a, b| bit(a < b)),
+        FBinary::Ge => map2(out, x, y, |a, b| bit(a >= b)),
+        FBinary::Le => map2(out, x, y, |a, b| bit(a <= b)),
+        FBinary::Eq => map2(out, x, y, |a, b| bit(a == b)),
+        f => map2(out, x, y, |a, b| binary(f, a, b)),
+    }
+}
+
+/// `f(x[i], c)` (or `f(c, x[i])`), one specialised loop per function.
+#[inline(always)]
+fn each_binary_const<T: Float>(f: FBinary, out: &mut [T], x: &[T], c: T, const_left: bool) {
+    match (f, const_left) {
+        (FBinary::Add, _) => map1(out, x, |v| v + c),
+        (FBinary::Mul, _) => map1(out, x, |v| v * c),
+        (FBinary::Sub, false) => map1(out, x, |v| v - c),
+        (FBinary::Sub, true) => map1(out, x, |v| c - v),
+        (FBinary::Div, false) => map1(out, x, |v| v / c),
+        (FBinary::Div, true) => map1(out, x, |v| c / v),
+        (FBinary::Max, false) => map1(out, x, |v| v.max_nan(c)),
+        (FBinary::Max, true) => map1(out, x, |v| c.max_nan(v)),
+        (FBinary::Min, false) => map1(out, x, |v| v.min_nan(c)),
+        (FBinary::Min, true) => map1(out, x, |v| c.min_nan(v)),
+        (FBinary::Gt, false) => map1(out, x, |v| bit(v > c)),
+        (FBinary::Lt, false) => map1(out, x, |v| bit(v < c)),
+        (f, false) => map1(out, x, |v| binary(f, v, c)),
+        (f, true) => map1(out, x, |v| binary(f, c, v)),
+    }
 }
 
 fn run_tile<T: Scratch>(prog: &Program, readers: &[Reader<T>], start: usize, len: usize, regs: &mut [T]) {
@@ -409,14 +458,14 @@ fn run_tile<T: Scratch>(prog: &Program, readers: &[Reader<T>], start: usize, len
                 let (out, [x, _, _]) = split(regs, len, dst, [a, a, a]);
                 with_best_simd(
                     #[inline(always)]
-                    || each_unary!(f, out, x),
+                    || each_unary(f, out, x),
                 );
             }
             Instr::Binary { dst, f, a, b } => {
                 let (out, [x, y, _]) = split(regs, len, dst, [a, b, a]);
                 with_best_simd(
                     #[inline(always)]
-                    || each_binary!(f, out, x, y),
+                    || each_binary(f, out, x, y),
                 );
             }
             Instr::BinaryConst { dst, f, a, c, const_left } => {
@@ -424,14 +473,7 @@ fn run_tile<T: Scratch>(prog: &Program, readers: &[Reader<T>], start: usize, len
                 let c = T::from_f64(f64::from_bits(c));
                 with_best_simd(
                     #[inline(always)]
-                    || match (f, const_left) {
-                        (FBinary::Add, _) => out.iter_mut().zip(x).for_each(|(o, &v)| *o = v + c),
-                        (FBinary::Mul, _) => out.iter_mut().zip(x).for_each(|(o, &v)| *o = v * c),
-                        (FBinary::Sub, false) => out.iter_mut().zip(x).for_each(|(o, &v)| *o = v - c),
-                        (FBinary::Sub, true) => out.iter_mut().zip(x).for_each(|(o, &v)| *o = c - v),
-                        (f, false) => out.iter_mut().zip(x).for_each(|(o, &v)| *o = binary(f, v, c)),
-                        (f, true) => out.iter_mut().zip(x).for_each(|(o, &v)| *o = binary(f, c, v)),
-                    },
+                    || each_binary_const(f, out, x, c, const_left),
                 );
             }
             Instr::Select { dst, c, a, b } => {

@@ -46,12 +46,13 @@ pub fn derive(g: &Graph, needs: &[bool]) -> Derivative {
             _ => false,
         };
     }
-    let diff_outputs: Vec<usize> =
-        (0..g.outputs.len()).filter(|&k| active[g.outputs[k].index()] && g.node(g.outputs[k]).ty.dtype.is_float()).collect();
-    let grad_inputs: Vec<usize> = (0..g.inputs.len()).filter(|&k| needs[k] && g.inputs[k].ty.dtype.is_float()).collect();
+    let diff_outputs: Vec<usize> = (0..g.outputs.len())
+        .filter(|&k| active[g.outputs[k].index()] && g.node(g.outputs[k]).ty.dtype.is_float())
+        .collect();
 
     let rec = crate::trace::start_with(g.to_builder());
-    let syms: Vec<Tensor> = g.nodes.iter().enumerate().map(|(i, node)| symbolic(&node.ty, active[i])).collect();
+    let syms: Vec<Tensor> =
+        g.nodes.iter().enumerate().map(|(i, node)| symbolic(&node.ty, active[i])).collect();
     crate::trace::with_top(|r| {
         for (i, t) in syms.iter().enumerate() {
             r.bind(t, NodeId(i as u32));
@@ -69,7 +70,9 @@ pub fn derive(g: &Graph, needs: &[bool]) -> Derivative {
         .iter()
         .map(|&k| {
             let o = g.outputs[k];
-            let ct = crate::trace::with_top(|r| r.builder.input(format!("cotangent {k}"), g.node(o).ty.clone())).unwrap();
+            let ct =
+                crate::trace::with_top(|r| r.builder.input(format!("cotangent {k}"), g.node(o).ty.clone()))
+                    .unwrap();
             let t = symbolic(&g.node(o).ty, false);
             crate::trace::with_top(|r| r.bind(&t, ct));
             accumulate(&mut grads, o.index(), t);
@@ -93,10 +96,14 @@ pub fn derive(g: &Graph, needs: &[bool]) -> Derivative {
             }
         }
     });
-    let input_node = |k: usize| g.nodes.iter().position(|x| x.op == NodeOp::Input(k)).expect("every input has a node");
-    let input_grads: Vec<Tensor> = no_grad(|| {
-        grads_for_inputs(&grad_inputs, &mut grads, |k| (input_node(k), g.inputs[k].ty.clone()))
-    });
+    // Inputs that received a gradient (as in eager mode, an input no differentiable output
+    // depends on gets none, not zeros).
+    let input_node =
+        |k: usize| g.nodes.iter().position(|x| x.op == NodeOp::Input(k)).expect("every input has a node");
+    let grad_inputs: Vec<usize> =
+        (0..g.inputs.len()).filter(|&k| grads.contains_key(&input_node(k))).collect();
+    let input_grads: Vec<Tensor> =
+        grad_inputs.iter().map(|&k| grads.remove(&input_node(k)).unwrap()).collect();
     let mut outs: Vec<&Tensor> = Vec::new();
     let orig_outputs: Vec<Tensor> = g.outputs.iter().map(|o| syms[o.index()].clone()).collect();
     outs.extend(orig_outputs.iter());
@@ -105,23 +112,15 @@ pub fn derive(g: &Graph, needs: &[bool]) -> Derivative {
     split(g, &combined, &cotangent_nodes, diff_outputs, grad_inputs)
 }
 
-fn grads_for_inputs(
-    grad_inputs: &[usize],
-    grads: &mut HashMap<usize, Tensor>,
-    node_of: impl Fn(usize) -> (usize, TensorType),
-) -> Vec<Tensor> {
-    grad_inputs
-        .iter()
-        .map(|&k| {
-            let (node, ty) = node_of(k);
-            grads.remove(&node).unwrap_or_else(|| Tensor::full_dtype(ty.shape.clone(), 0.0, ty.dtype))
-        })
-        .collect()
-}
-
 /// Splits the combined graph: nodes added by the derivation form the backward graph; original
 /// forward nodes they read become residual outputs of the forward graph.
-fn split(g: &Graph, c: &Graph, cotangents: &[NodeId], diff_outputs: Vec<usize>, grad_inputs: Vec<usize>) -> Derivative {
+fn split(
+    g: &Graph,
+    c: &Graph,
+    cotangents: &[NodeId],
+    diff_outputs: Vec<usize>,
+    grad_inputs: Vec<usize>,
+) -> Derivative {
     let n_fwd = g.nodes.len();
     let num_outputs = g.outputs.len();
     let grad_outs = &c.outputs[num_outputs..];
@@ -138,9 +137,9 @@ fn split(g: &Graph, c: &Graph, cotangents: &[NodeId], diff_outputs: Vec<usize>, 
         }
     }
     let mut residuals: Vec<usize> = Vec::new();
-    for i in n_fwd..c.nodes.len() {
-        if live[i] {
-            for a in &c.nodes[i].inputs {
+    for (node, _) in c.nodes.iter().zip(&live).skip(n_fwd).filter(|(_, l)| **l) {
+        {
+            for a in &node.inputs {
                 if a.index() < n_fwd && !residuals.contains(&a.index()) {
                     residuals.push(a.index());
                 }
@@ -165,13 +164,15 @@ fn split(g: &Graph, c: &Graph, cotangents: &[NodeId], diff_outputs: Vec<usize>, 
         map.insert(r, b.input(format!("residual {k}"), g.nodes[r].ty.clone()));
     }
     for (k, ct) in cotangents.iter().enumerate() {
-        map.insert(ct.index(), b.input(format!("cotangent {}", diff_outputs[k]), c.nodes[ct.index()].ty.clone()));
+        map.insert(
+            ct.index(),
+            b.input(format!("cotangent {}", diff_outputs[k]), c.nodes[ct.index()].ty.clone()),
+        );
     }
-    for i in n_fwd..c.nodes.len() {
+    for (i, node) in c.nodes.iter().enumerate().skip(n_fwd) {
         if !live[i] || map.contains_key(&i) {
             continue;
         }
-        let node = &c.nodes[i];
         let inputs: SmallVec<[NodeId; 4]> = node.inputs.iter().map(|a| map[&a.index()]).collect();
         let id = b.push(Node { op: node.op.clone(), inputs, ty: node.ty.clone(), span: node.span });
         map.insert(i, id);

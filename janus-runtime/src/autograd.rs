@@ -101,7 +101,8 @@ impl Tensor {
                 self.shape()
             );
         }
-        let leaf = Tensor::from_parts(self.shape().clone(), self.dtype(), self.0.data.clone(), GradMeta::Leaf);
+        let leaf =
+            Tensor::from_parts(self.shape().clone(), self.dtype(), self.0.data.clone(), GradMeta::Leaf);
         crate::trace::alias(&leaf, &self);
         leaf
     }

@@ -28,6 +28,8 @@ enum OutGrad {
     Leaf,
     /// Differentiable output number `k` of the derivative.
     Diff(usize),
+    /// Input `k` passed through: the caller's own handle is returned (DESIGN §13 rule 9).
+    Input(usize),
 }
 
 /// A compiled variant: the optimised executor and everything a replay needs.
@@ -67,10 +69,20 @@ impl Compiled {
         let out_grad = out_kinds
             .iter()
             .enumerate()
-            .map(|(k, &(leaf, history))| match (&grad, leaf, history) {
-                (_, true, _) => OutGrad::Leaf,
-                (Some(g), _, true) => g.derivative.diff_outputs.iter().position(|&o| o == k).map_or(OutGrad::Plain, OutGrad::Diff),
-                _ => OutGrad::Plain,
+            .map(|(k, &(leaf, history))| {
+                match (&recorded.node(recorded.outputs[k]).op, &grad, leaf, history) {
+                    (NodeOp::Input(i), ..) => OutGrad::Input(*i),
+                    (_, grad, leaf, history) => match (grad, leaf, history) {
+                        (_, true, _) => OutGrad::Leaf,
+                        (Some(g), _, true) => g
+                            .derivative
+                            .diff_outputs
+                            .iter()
+                            .position(|&o| o == k)
+                            .map_or(OutGrad::Plain, OutGrad::Diff),
+                        _ => OutGrad::Plain,
+                    },
+                }
             })
             .collect();
         Compiled {
@@ -112,7 +124,10 @@ impl Compiled {
         let mut args: Vec<Tensor> = inputs.to_vec();
         if let Some(r) = rng {
             let (key, counter) = random::stream_position();
-            let state = Tensor::from_buffer(janus_kernels::CpuBuffer::I64(vec![key as i64, counter as i64]), [2].into());
+            let state = Tensor::from_buffer(
+                janus_kernels::CpuBuffer::I64(vec![key as i64, counter as i64]),
+                [2].into(),
+            );
             args.insert(r.input, state);
             random::set_stream_position(key, counter.wrapping_add(r.blocks));
         }
@@ -122,11 +137,15 @@ impl Compiled {
         let node = attach.then(|| {
             let g = self.grad.as_ref().unwrap();
             let edges: Vec<Tensor> = g.derivative.grad_inputs.iter().map(|&k| inputs[k].clone()).collect();
-            GradNode::new(edges, NodeBackward::Custom(Box::new(Backward { compiled: self.clone(), residuals })))
+            GradNode::new(
+                edges,
+                NodeBackward::Custom(Box::new(Backward { compiled: self.clone(), residuals })),
+            )
         });
         outs.into_iter()
             .zip(&self.out_grad)
             .map(|(t, kind)| match (kind, &node) {
+                (OutGrad::Input(i), _) => inputs[*i].clone(),
                 (OutGrad::Leaf, _) => t.requires_grad(),
                 (OutGrad::Diff(k), Some(node)) => t.with_node(node.clone(), *k),
                 _ => t,
@@ -158,9 +177,15 @@ fn without_cotangents(d: &Derivative, mask: &[bool]) -> Graph {
     let mut map: Vec<NodeId> = Vec::with_capacity(bw.nodes.len());
     for node in &bw.nodes {
         let id = match node.op {
-            NodeOp::Input(k) if k < n_res || mask[k - n_res] => b.input(bw.inputs[k].name.clone(), node.ty.clone()),
+            NodeOp::Input(k) if k < n_res || mask[k - n_res] => {
+                b.input(bw.inputs[k].name.clone(), node.ty.clone())
+            }
             NodeOp::Input(_) => b.push(Node {
-                op: NodeOp::Op(Op::Full(Full { shape: node.ty.shape.clone(), dtype: node.ty.dtype, value: F64Bits::new(0.0) })),
+                op: NodeOp::Op(Op::Full(Full {
+                    shape: node.ty.shape.clone(),
+                    dtype: node.ty.dtype,
+                    value: F64Bits::new(0.0),
+                })),
                 inputs: SmallVec::new(),
                 ty: node.ty.clone(),
                 span: None,
@@ -311,6 +336,11 @@ impl<F: Fn(&[Tensor]) -> Vec<Tensor>> Traced<F> {
 impl Tensor {
     /// A handle of this value as output `index` of autograd node `node`.
     pub(crate) fn with_node(self, node: Arc<GradNode>, index: usize) -> Tensor {
-        Tensor::from_parts(self.shape().clone(), self.dtype(), self.0.data.clone(), GradMeta::Node(node, index))
+        Tensor::from_parts(
+            self.shape().clone(),
+            self.dtype(),
+            self.0.data.clone(),
+            GradMeta::Node(node, index),
+        )
     }
 }

@@ -21,7 +21,12 @@ pub(crate) struct Arenas {
 
 impl Arenas {
     pub(crate) fn new(len: [usize; 4]) -> Self {
-        Arenas { f32: vec![0.0; len[0]], f64: vec![0.0; len[1]], i64: vec![0; len[2]], bool: vec![false; len[3]] }
+        Arenas {
+            f32: vec![0.0; len[0]],
+            f64: vec![0.0; len[1]],
+            i64: vec![0; len[2]],
+            bool: vec![false; len[3]],
+        }
     }
 }
 
@@ -50,7 +55,12 @@ fn base_ptr(b: &mut CpuBuffer) -> *mut u8 {
 
 impl<'a> Frame<'a> {
     /// `inputs` must be contiguous tensors; `outs` are this run's output buffers.
-    pub(crate) fn new(inputs: &'a [Tensor], consts: &'a [Tensor], arenas: &'a mut Arenas, outs: &'a mut [CpuBuffer]) -> Self {
+    pub(crate) fn new(
+        inputs: &'a [Tensor],
+        consts: &'a [Tensor],
+        arenas: &'a mut Arenas,
+        outs: &'a mut [CpuBuffer],
+    ) -> Self {
         Frame {
             inputs,
             consts,
@@ -102,7 +112,10 @@ impl<'a> Frame<'a> {
     /// No other reference to this region may be alive while the result is: the caller is a
     /// step of a validated plan writing one of its own results.
     pub(crate) unsafe fn dst<T: Element>(&self, v: &ValRef) -> &'a mut [T] {
-        assert!(matches!(v.buf, BufRef::Arena(_) | BufRef::Output(_)), "only arena and output values are written");
+        assert!(
+            matches!(v.buf, BufRef::Arena(_) | BufRef::Output(_)),
+            "only arena and output values are written"
+        );
         // SAFETY: the caller guarantees exclusive access; the region is `v.len` elements.
         unsafe { std::slice::from_raw_parts_mut(self.region::<T>(v), v.len) }
     }

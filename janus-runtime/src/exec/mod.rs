@@ -64,15 +64,16 @@ impl Executor {
         assert_eq!(inputs.len(), self.graph.inputs.len(), "executor: wrong number of inputs");
         let dense: Vec<Tensor> = inputs.iter().map(dense_input).collect();
         let pooled = self.pool.lock().unwrap().pop();
-        let (mut arenas, mut scratch) = pooled.unwrap_or_else(|| (Arenas::new(self.lowered.plan.arena_len), Default::default()));
+        let (mut arenas, mut scratch) =
+            pooled.unwrap_or_else(|| (Arenas::new(self.lowered.plan.arena_len), Default::default()));
         let mut outs: Vec<_> = self.lowered.output_bufs.iter().map(|&(d, n)| output_buffer(d, n)).collect();
         {
             let frame = Frame::new(&dense, &self.lowered.consts, &mut arenas, &mut outs);
             let (steps, vals) = (&self.lowered.steps, &self.lowered.vals);
             if self.schedule.parallel && self.parallel_allowed() {
-                schedule::run_parallel(&self.schedule, &mut scratch, &|s| steps::run_step(&steps[s], vals, &frame));
-            } else if std::env::var("JANUS_STEP_PROFILE").is_ok() {
-                profile_steps(steps, vals, &frame);
+                schedule::run_parallel(&self.schedule, &mut scratch, &|s| {
+                    steps::run_step(&steps[s], vals, &frame)
+                });
             } else {
                 for step in steps {
                     steps::run_step(step, vals, &frame);
@@ -87,7 +88,9 @@ impl Executor {
             .map(|&o| {
                 let v = self.lowered.vals[o].as_ref().expect("outputs have values");
                 let data = match v.buf {
-                    BufRef::Output(k) => Data::shared(outs[k].clone(), &v.shape).view(v.strides.clone(), v.offset),
+                    BufRef::Output(k) => {
+                        Data::shared(outs[k].clone(), &v.shape).view(v.strides.clone(), v.offset)
+                    }
                     BufRef::Input(k) => {
                         let d = dense[k].data();
                         d.view(v.strides.clone(), d.offset + v.offset)
@@ -101,39 +104,6 @@ impl Executor {
                 Tensor::from_parts(v.shape.clone(), v.dtype, Some(data), Default::default())
             })
             .collect()
-    }
-}
-
-fn profile_steps<'a>(steps: &[plan::Step], vals: &'a [Option<plan::ValRef>], frame: &Frame<'a>) {
-    use std::collections::BTreeMap;
-    static TOTALS: Mutex<BTreeMap<String, (f64, usize)>> = Mutex::new(BTreeMap::new());
-    static RUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-    for step in steps {
-        let t = std::time::Instant::now();
-        steps::run_step(step, vals, frame);
-        let key = match &step.kind {
-            StepKind::MatMul { a, c, .. } => {
-                let s = &vals[*a].as_ref().unwrap().shape;
-                format!("matmul{} a={:?}", if c.is_some() { "_add" } else { "" }, s)
-            }
-            StepKind::Generic { op, .. } => format!("generic {}", op.name()),
-            StepKind::Reduce { kind, .. } => format!("reduce {kind:?}"),
-            StepKind::Fused { prog, .. } => format!("fused {:?}", prog.shape),
-            k => format!("{:?}", std::mem::discriminant(k)),
-        };
-        let mut tot = TOTALS.lock().unwrap();
-        let e = tot.entry(key).or_default();
-        e.0 += t.elapsed().as_secs_f64();
-        e.1 += 1;
-    }
-    let runs = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
-    if runs % 100 == 0 {
-        let tot = TOTALS.lock().unwrap();
-        let mut rows: Vec<_> = tot.iter().collect();
-        rows.sort_by(|a, b| b.1.0.partial_cmp(&a.1.0).unwrap());
-        for (k, (t, n)) in rows.iter().take(25) {
-            eprintln!("{:8.3} ms/run {:6} calls/run  {k}", t * 1e3 / runs as f64, n / runs);
-        }
     }
 }
 
@@ -153,13 +123,17 @@ fn dense_input(t: &Tensor) -> Tensor {
 fn validate(l: &Lowered) {
     let region = |i: usize| {
         let v = l.vals[i].as_ref().expect("value");
+        if v.len == 0 {
+            return None; // an empty region touches no memory
+        }
         match v.buf {
             BufRef::Arena(s) => Some((crate::exec::plan::dtype_slot(v.dtype), s, s + v.len, true)),
             BufRef::Output(k) => Some((usize::MAX - k, 0, v.len, false)),
             _ => None,
         }
     };
-    let overlap = |a: (usize, usize, usize, bool), b: (usize, usize, usize, bool)| a.0 == b.0 && a.1 < b.2 && b.1 < a.2;
+    let overlap =
+        |a: (usize, usize, usize, bool), b: (usize, usize, usize, bool)| a.0 == b.0 && a.1 < b.2 && b.1 < a.2;
     for st in &l.steps {
         let writes: Vec<_> = st.kind.writes().iter().filter_map(|&w| region(w)).collect();
         for (i, w) in writes.iter().enumerate() {
@@ -168,7 +142,9 @@ fn validate(l: &Lowered) {
             }
         }
         let in_place = match st.kind {
-            StepKind::MatMul { c: Some(c), out, .. } => region(c).zip(region(out)).filter(|(a, b)| a == b).map(|_| c),
+            StepKind::MatMul { c: Some(c), out, .. } => {
+                region(c).zip(region(out)).filter(|(a, b)| a == b).map(|_| c)
+            }
             _ => None,
         };
         for r in st.kind.reads() {
@@ -176,7 +152,10 @@ fn validate(l: &Lowered) {
                 continue;
             }
             if let Some(rr) = region(r) {
-                assert!(!writes.iter().any(|w| overlap(*w, rr)), "executor plan: a step reads a region it writes");
+                assert!(
+                    !writes.iter().any(|w| overlap(*w, rr)),
+                    "executor plan: a step reads a region it writes"
+                );
             }
         }
     }

@@ -7,12 +7,12 @@
 //! buffers each run; the rest live in a per-dtype arena whose ranges are reused once a value's
 //! last reader has run, and a `matmul_add` whose addend dies there accumulates in place.
 
+use crate::DType;
 use crate::fusion::FusedProgram;
 use crate::graph::{Graph, NodeOp};
 use crate::ops::{Op, eval};
 use crate::shape::{Shape, Strides};
 use crate::tensor::Tensor;
-use crate::DType;
 use janus_kernels::reduce::ReduceDims;
 use smallvec::SmallVec;
 use std::sync::Arc;
@@ -99,11 +99,10 @@ impl StepKind {
     }
 }
 
-/// A step with the graph node it came from (for error messages).
+/// One unit of execution.
 #[derive(Clone, Debug)]
 pub(crate) struct Step {
     pub(crate) kind: StepKind,
-    pub(crate) node: usize,
 }
 
 /// Planned memory: arena sizes per dtype and the byte counts a report needs.
@@ -200,7 +199,7 @@ pub(crate) fn lower(g: &Graph) -> Lowered {
         let shape = &node.ty.shape;
         let arg = |k: usize| node.inputs[k].index();
         let lay = |k: usize| layout[arg(k)].clone().expect("operands precede users");
-        let mut push = |kind: StepKind| steps.push(Step { kind, node: i });
+        let mut push = |kind: StepKind| steps.push(Step { kind });
         layout[i] = match &node.op {
             NodeOp::Input(k) => {
                 input_of[i] = Some(*k);
@@ -217,7 +216,11 @@ pub(crate) fn lower(g: &Graph) -> Lowered {
             }
             NodeOp::Op(Op::Permute(p)) => {
                 let l = lay(0);
-                Some(Layout { root: l.root, strides: p.perm.iter().map(|&d| l.strides[d]).collect(), offset: l.offset })
+                Some(Layout {
+                    root: l.root,
+                    strides: p.perm.iter().map(|&d| l.strides[d]).collect(),
+                    offset: l.offset,
+                })
             }
             NodeOp::Op(Op::Narrow(p)) => {
                 let l = lay(0);
@@ -269,7 +272,9 @@ pub(crate) fn lower(g: &Graph) -> Lowered {
                     Op::RandNormal(_) | Op::RandUniform(_) => {
                         StepKind::Random { normal: matches!(op, Op::RandNormal(_)), state: arg(0), out: i }
                     }
-                    Op::Sum(p) if x_dense && p.dims.windows(2).all(|w| w[1] == w[0] + 1) && !p.dims.is_empty() => {
+                    Op::Sum(p)
+                        if x_dense && p.dims.windows(2).all(|w| w[1] == w[0] + 1) && !p.dims.is_empty() =>
+                    {
                         let xs = x_shape.unwrap();
                         let (a, b) = (p.dims[0], *p.dims.last().unwrap());
                         let dims = ReduceDims {
@@ -286,16 +291,44 @@ pub(crate) fn lower(g: &Graph) -> Lowered {
                             Op::ArgMax(_) => ReduceKind::ArgMax,
                             _ => ReduceKind::LogSumExp,
                         };
-                        StepKind::Reduce { kind, x: arg(0), dims: ReduceDims::new(x_shape.unwrap(), p.dim), out: i }
+                        StepKind::Reduce {
+                            kind,
+                            x: arg(0),
+                            dims: ReduceDims::new(x_shape.unwrap(), p.dim),
+                            out: i,
+                        }
                     }
                     Op::Softmax(p) | Op::LogSoftmax(p) if x_dense => {
-                        let kind = if matches!(op, Op::Softmax(_)) { ReduceKind::Softmax } else { ReduceKind::LogSoftmax };
-                        StepKind::Reduce { kind, x: arg(0), dims: ReduceDims::new(x_shape.unwrap(), p.dim), out: i }
+                        let kind = if matches!(op, Op::Softmax(_)) {
+                            ReduceKind::Softmax
+                        } else {
+                            ReduceKind::LogSoftmax
+                        };
+                        StepKind::Reduce {
+                            kind,
+                            x: arg(0),
+                            dims: ReduceDims::new(x_shape.unwrap(), p.dim),
+                            out: i,
+                        }
                     }
-                    Op::Cat(p) if node.inputs.iter().enumerate().all(|(k, a)| is_dense(&lay(k), &g.node(*a).ty.shape)) => {
-                        StepKind::Cat { dim: p.dim, parts: node.inputs.iter().map(|a| a.index()).collect(), out: i }
+                    Op::Cat(p)
+                        if node
+                            .inputs
+                            .iter()
+                            .enumerate()
+                            .all(|(k, a)| is_dense(&lay(k), &g.node(*a).ty.shape)) =>
+                    {
+                        StepKind::Cat {
+                            dim: p.dim,
+                            parts: node.inputs.iter().map(|a| a.index()).collect(),
+                            out: i,
+                        }
                     }
-                    op => StepKind::Generic { op: op.clone(), inputs: node.inputs.iter().map(|a| a.index()).collect(), out: i },
+                    op => StepKind::Generic {
+                        op: op.clone(),
+                        inputs: node.inputs.iter().map(|a| a.index()).collect(),
+                        out: i,
+                    },
                 };
                 push(kind);
                 own(i, shape)
@@ -381,16 +414,26 @@ fn assign_buffers(
                 plan.in_place += 1;
                 continue;
             }
-            let fit = free[slot].iter().enumerate().filter(|(_, b)| b.len >= need).min_by_key(|(_, b)| b.len).map(|(k, _)| k);
+            let fit = free[slot]
+                .iter()
+                .enumerate()
+                .filter(|(_, b)| b.len >= need)
+                .min_by_key(|(_, b)| b.len)
+                .map(|(k, _)| k);
             let start = match fit {
                 Some(k) => {
                     let block = free[slot].swap_remove(k);
                     if block.len > need {
-                        free[slot].push(FreeBlock { start: block.start + need, len: block.len - need, prev: block.prev.clone() });
+                        free[slot].push(FreeBlock {
+                            start: block.start + need,
+                            len: block.len - need,
+                            prev: block.prev.clone(),
+                        });
                     }
                     // Whoever used this range before must be done with it first.
                     for &p in &block.prev {
-                        reuse_after[s].extend(readers[p].iter().copied().chain([def_step[p]]).filter(|&x| x < s));
+                        reuse_after[s]
+                            .extend(readers[p].iter().copied().chain([def_step[p]]).filter(|&x| x < s));
                     }
                     plan.buffers_reused += 1;
                     block.start
@@ -406,7 +449,10 @@ fn assign_buffers(
         for &v in &dying[s] {
             if let Some(start) = arena_start[v] {
                 let ty = &g.nodes[v].ty;
-                release(&mut free[dtype_slot(ty.dtype)], FreeBlock { start, len: ty.shape.numel(), prev: SmallVec::from_slice(&[v]) });
+                release(
+                    &mut free[dtype_slot(ty.dtype)],
+                    FreeBlock { start, len: ty.shape.numel(), prev: SmallVec::from_slice(&[v]) },
+                );
             }
         }
     }

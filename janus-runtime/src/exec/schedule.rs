@@ -28,7 +28,10 @@ fn cost(l: &Lowered, kind: &StepKind) -> u64 {
             numel(*out) * va.shape[va.shape.rank() - 1] as u64
         }
         StepKind::Fused { prog, outputs, .. } => numel(outputs[0]) * prog.program.instrs.len() as u64,
-        k => k.writes().iter().map(|&w| numel(w)).sum::<u64>() + k.reads().iter().map(|&r| numel(r)).sum::<u64>(),
+        k => {
+            k.writes().iter().map(|&w| numel(w)).sum::<u64>()
+                + k.reads().iter().map(|&r| numel(r)).sum::<u64>()
+        }
     }
 }
 
@@ -46,7 +49,8 @@ pub(crate) fn build(l: &Lowered) -> Schedule {
     }
     let mut preds_of: Vec<SmallVec<[usize; 8]>> = vec![SmallVec::new(); n];
     for (s, st) in l.steps.iter().enumerate() {
-        let mut p: SmallVec<[usize; 8]> = st.kind.reads().iter().filter_map(|&r| def[root_of(l, r)]).collect();
+        let mut p: SmallVec<[usize; 8]> =
+            st.kind.reads().iter().filter_map(|&r| def[root_of(l, r)]).collect();
         p.extend(l.reuse_after[s].iter().copied());
         p.retain(|x| *x != s);
         p.sort_unstable();
@@ -67,14 +71,19 @@ pub(crate) fn build(l: &Lowered) -> Schedule {
     let total: u64 = costs.iter().sum();
     let critical = rank.iter().copied().max().unwrap_or(0);
     if std::env::var("JANUS_SCHED_DEBUG").is_ok() {
-        eprintln!("schedule: {n} steps, total cost {total}, critical path {critical} ({:.0}%)", 100.0 * critical as f64 / total.max(1) as f64);
+        eprintln!(
+            "schedule: {n} steps, total cost {total}, critical path {critical} ({:.0}%)",
+            100.0 * critical as f64 / total.max(1) as f64
+        );
     }
     Schedule {
         preds: preds_of.iter().map(|p| p.len() as u32).collect(),
         succs,
         rank,
         // Only when the work is large and the critical path leaves a quarter of it to overlap.
-        parallel: total >= PARALLEL_MIN_COST && critical * 4 <= total * 3 && rayon::current_num_threads() >= 2,
+        parallel: total >= PARALLEL_MIN_COST
+            && critical * 4 <= total * 3
+            && rayon::current_num_threads() >= 2,
     }
 }
 
@@ -110,28 +119,15 @@ pub(crate) fn run_parallel(sched: &Schedule, scratch: &mut Scratch, run: &(dyn F
     let failed = AtomicBool::new(false);
     let panic: Mutex<Option<Box<dyn std::any::Any + Send>>> = Mutex::new(None);
     let scratch = &*scratch;
-    let debug = std::env::var("JANUS_SCHED_DEBUG").is_ok();
     let worker = || {
-        let (mut steps, mut busy, mut idle) = (0, 0.0, 0.0);
-        let mut t = std::time::Instant::now();
         while done.load(Ordering::Acquire) < n && !failed.load(Ordering::Acquire) {
             let next = scratch.ready.lock().unwrap().pop();
             let Some((_, s)) = next else {
                 std::hint::spin_loop();
                 continue;
             };
-            if debug {
-                idle += t.elapsed().as_secs_f64();
-                t = std::time::Instant::now();
-            }
             let s = s as usize;
-            let r = std::panic::catch_unwind(AssertUnwindSafe(|| run(s)));
-            if debug {
-                steps += 1;
-                busy += t.elapsed().as_secs_f64();
-                t = std::time::Instant::now();
-            }
-            if let Err(p) = r {
+            if let Err(p) = std::panic::catch_unwind(AssertUnwindSafe(|| run(s))) {
                 *panic.lock().unwrap() = Some(p);
                 failed.store(true, Ordering::Release);
                 return;
@@ -142,12 +138,6 @@ pub(crate) fn run_parallel(sched: &Schedule, scratch: &mut Scratch, run: &(dyn F
                 }
             }
             done.fetch_add(1, Ordering::Release);
-        }
-        if debug {
-            static RUNS: AtomicUsize = AtomicUsize::new(0);
-            if RUNS.fetch_add(1, Ordering::Relaxed) % 101 == 100 {
-                eprintln!("worker: {steps} steps, busy {:.2} ms, waiting {:.2} ms", busy * 1e3, idle * 1e3);
-            }
         }
     };
     rayon::join(worker, worker);

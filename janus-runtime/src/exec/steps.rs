@@ -3,9 +3,9 @@
 
 use super::frame::Frame;
 use super::plan::{ReduceKind, Step, StepKind, ValRef};
+use crate::DType;
 use crate::ops::TensorType;
 use crate::shape::Strides;
-use crate::DType;
 use janus_kernels::fused::{Input, Output};
 use janus_kernels::matmul::{MatLayout, MatmulDims, matmul};
 use janus_kernels::reduce as red;
@@ -99,7 +99,9 @@ pub(crate) fn run_step<'a>(step: &Step, vals: &'a [Option<ValRef>], f: &Frame<'a
                 ReduceKind::LogSoftmax => red::log_softmax(src, *dims, unsafe { f.dst::<T>(val(*out)) }),
             }
         }, _ => unreachable!("reductions run on floats")),
-        StepKind::Cat { dim, parts, out } => with_any_type!(val(*out).dtype, T => cat::<T>(*dim, parts, *out, vals, f)),
+        StepKind::Cat { dim, parts, out } => {
+            with_any_type!(val(*out).dtype, T => cat::<T>(*dim, parts, *out, vals, f))
+        }
         StepKind::Copy { x, out } => with_any_type!(val(*out).dtype, T => {
             // SAFETY: the result is disjoint from the operand (plan).
             let dst = unsafe { f.dst::<T>(val(*out)) };
@@ -128,7 +130,8 @@ pub(crate) fn run_step<'a>(step: &Step, vals: &'a [Option<ValRef>], f: &Frame<'a
             let vo = val(*out);
             let ty = TensorType { shape: vo.shape.clone(), dtype: vo.dtype };
             let data = op.compute(&refs, &ty);
-            let result = crate::Tensor::from_parts(ty.shape.clone(), ty.dtype, Some(data), Default::default());
+            let result =
+                crate::Tensor::from_parts(ty.shape.clone(), ty.dtype, Some(data), Default::default());
             with_any_type!(vo.dtype, T => {
                 // SAFETY: the result is disjoint from the operands (plan).
                 let dst = unsafe { f.dst::<T>(vo) };

@@ -37,7 +37,7 @@ pub(crate) fn infer_matmul(a: &Tensor, b: &Tensor) -> TensorType {
         if ba != bb && ba != 1 && bb != 1 {
             bail!("matmul", "batch dimensions differ: {:?} @ {:?}", a.shape(), b.shape());
         }
-        [ba.max(bb), m, n].into()
+        [if ba == 1 { bb } else { ba }, m, n].into()
     };
     TensorType { shape, dtype: a.dtype() }
 }
@@ -80,9 +80,8 @@ pub(crate) fn matmul_vjp(a: &Tensor, b: &Tensor, g: &Tensor) -> Vec<Option<Tenso
         if b.rank() == 2 && a.rank() == 3 {
             // Fold the batch into the rows: one [k, b*m] @ [b*m, n] GEMM instead of a batched
             // product and a sum.
-            let k = a.dims()[2];
-            let n = g.dims()[2];
-            a.reshape([-1, k as isize]).t().matmul(&g.reshape([-1, n as isize]))
+            let (rows, k, n) = (a.dims()[0] * a.dims()[1], a.dims()[2], g.dims()[2]);
+            a.reshape([rows, k]).t().matmul(&g.reshape([rows, n]))
         } else {
             super::elementwise::sum_to(&mt(a).matmul(g), &batch_shape(b, g)).reshape(b.shape())
         }

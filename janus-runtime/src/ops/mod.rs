@@ -75,13 +75,16 @@ pub struct Constant {
 
 impl PartialEq for Constant {
     fn eq(&self, other: &Self) -> bool {
-        self.shape == other.shape && bits_of(&self.data) == bits_of(&other.data)
+        self.shape == other.shape
+            && self.data.dtype() == other.data.dtype()
+            && bits_of(&self.data) == bits_of(&other.data)
     }
 }
 impl Eq for Constant {}
 impl std::hash::Hash for Constant {
     fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
         self.shape.hash(state);
+        self.data.dtype().hash(state);
         bits_of(&self.data).hash(state);
     }
 }

@@ -28,10 +28,8 @@ pub(crate) fn run(g: Graph, stats: &mut PassStats) -> Graph {
     }
     stats.add("dce.removed", removed);
     let mut r = Rewriter::new(&g);
-    for i in 0..n {
-        if live[i] {
-            r.copy(i);
-        }
+    for (i, _) in live.iter().enumerate().filter(|(_, l)| **l) {
+        r.copy(i);
     }
     r.finish()
 }

@@ -14,7 +14,7 @@ pub(crate) fn run(g: Graph, stats: &mut PassStats) -> Graph {
     let old_uses = g.use_counts();
     let mut r = Rewriter::new(&g);
     let mut uses: Vec<usize> = Vec::new(); // by new node id
-    for i in 0..g.nodes.len() {
+    for (i, &old_use) in old_uses.iter().enumerate() {
         let node = r.remapped(i);
         let id = match &node.op {
             NodeOp::Op(Op::Binary(BinaryOp::Add)) => {
@@ -25,7 +25,7 @@ pub(crate) fn run(g: Graph, stats: &mut PassStats) -> Graph {
         };
         r.map[i] = Some(id);
         uses.resize(r.b.len(), 1);
-        uses[id.index()] = old_uses[i];
+        uses[id.index()] = old_use;
     }
     // Rewritten chains leave their intermediate nodes dead; drop them before counting.
     let g = super::dce::run(r.finish(), &mut PassStats::default());

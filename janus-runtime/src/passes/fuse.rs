@@ -73,13 +73,13 @@ pub(crate) fn run(g: Graph, stats: &mut PassStats) -> Graph {
                 continue;
             }
             let union: BTreeSet<usize> = members.union(&other.members).copied().collect();
-            if closed(&g, &union) {
+            if closed(&g, &union, &group_of, &groups) {
                 members = union;
                 merged.push(gid);
                 class = joined;
             }
         }
-        if !closed(&g, &members) {
+        if !closed(&g, &members, &group_of, &groups) {
             members = BTreeSet::from([i]);
             merged.clear();
             class = cls;
@@ -101,13 +101,18 @@ pub(crate) fn run(g: Graph, stats: &mut PassStats) -> Graph {
     }
     stats.add("fuse.groups", groups.len());
     stats.add("fuse.ops", fused_ops);
-    emit(&g, &groups)
+    emit(&g, groups)
 }
 
-/// Whether no outside operand of `set` depends on a member of `set` (so it can run as one unit).
-fn closed(g: &Graph, set: &BTreeSet<usize>) -> bool {
+/// Whether no outside operand of `set` depends on a member of `set`, walking back from the
+/// outside operands; other groups count as units (reaching one member reaches all of its
+/// operands). Nodes numbered below the set's first member cannot depend on it, which keeps the
+/// walk short, but a group can mix early and late nodes, so this check can miss a cycle through
+/// such a group; `order_units` catches those and splits the group.
+fn closed(g: &Graph, set: &BTreeSet<usize>, group_of: &[Option<usize>], groups: &[Group]) -> bool {
     let lo = *set.first().unwrap();
     let mut seen: HashSet<usize> = HashSet::new();
+    let mut seen_groups: HashSet<usize> = HashSet::new();
     let mut stack: Vec<usize> = Vec::new();
     for &m in set {
         for a in &g.nodes[m].inputs {
@@ -117,15 +122,22 @@ fn closed(g: &Graph, set: &BTreeSet<usize>) -> bool {
             }
         }
     }
-    // Walk backwards from the outside operands; anything below `lo` cannot reach the set.
     while let Some(x) = stack.pop() {
-        for a in &g.nodes[x].inputs {
-            let a = a.index();
-            if set.contains(&a) {
-                return false;
-            }
-            if a > lo && seen.insert(a) {
-                stack.push(a);
+        let mut sources: SmallVec<[usize; 8]> = SmallVec::from_slice(&[x]);
+        if let Some(h) = group_of[x]
+            && seen_groups.insert(h)
+        {
+            sources.extend(groups[h].members.iter().copied().filter(|&m| m > lo));
+        }
+        for src in sources {
+            for a in &g.nodes[src].inputs {
+                let a = a.index();
+                if set.contains(&a) {
+                    return false;
+                }
+                if a > lo && seen.insert(a) {
+                    stack.push(a);
+                }
             }
         }
     }
@@ -134,24 +146,67 @@ fn closed(g: &Graph, set: &BTreeSet<usize>) -> bool {
 
 /// Rebuilds the graph with each group as one fused node (plus projections), in a topological
 /// order of units that follows the original order where it can.
-fn emit(g: &Graph, groups: &[Group]) -> Graph {
-    let n = g.nodes.len();
-    // Units: each group, and each node outside every group.
-    let mut unit_of = vec![usize::MAX; n];
-    let mut units: Vec<Vec<usize>> = Vec::new();
-    for gr in groups {
-        for &m in &gr.members {
-            unit_of[m] = units.len();
+fn emit(g: &Graph, mut groups: Vec<Group>) -> Graph {
+    let (units, order) = loop {
+        let units = make_units(g, &groups);
+        match order_units(g, &units) {
+            Ok(order) => break (units, order),
+            Err(stuck) => {
+                // A cycle through a group the cheap check missed: run the largest stuck group's
+                // nodes as separate groups instead, and order again.
+                let worst = stuck
+                    .iter()
+                    .copied()
+                    .filter(|&u| u < groups.len())
+                    .max_by_key(|&u| groups[u].members.len());
+                let gone = groups
+                    .swap_remove(worst.expect("the node graph is acyclic, so a cycle involves a group"));
+                for m in gone.members {
+                    groups.push(Group { members: BTreeSet::from([m]), class: gone.class });
+                }
+            }
         }
-        units.push(gr.members.iter().copied().collect());
-    }
-    for i in 0..n {
-        if unit_of[i] == usize::MAX {
-            unit_of[i] = units.len();
-            units.push(vec![i]);
+    };
+    let uses = outside_uses(g, &unit_index(g, &units));
+    let mut r = Rewriter::new(g);
+    for u in order {
+        if u < groups.len() {
+            emit_group(&mut r, &units[u], groups[u].class.unwrap_or(DType::F32), &uses);
+        } else {
+            r.copy(units[u][0]);
         }
     }
-    let group_units = groups.len();
+    r.finish()
+}
+
+/// Units of execution: each group (first, by group index), then each node outside every group.
+fn make_units(g: &Graph, groups: &[Group]) -> Vec<Vec<usize>> {
+    let mut grouped = vec![false; g.nodes.len()];
+    let mut units: Vec<Vec<usize>> = groups
+        .iter()
+        .map(|gr| {
+            gr.members.iter().for_each(|&m| grouped[m] = true);
+            gr.members.iter().copied().collect()
+        })
+        .collect();
+    units.extend((0..g.nodes.len()).filter(|&i| !grouped[i]).map(|i| vec![i]));
+    units
+}
+
+fn unit_index(g: &Graph, units: &[Vec<usize>]) -> Vec<usize> {
+    let mut unit_of = vec![0; g.nodes.len()];
+    for (u, members) in units.iter().enumerate() {
+        for &m in members {
+            unit_of[m] = u;
+        }
+    }
+    unit_of
+}
+
+/// A topological order of the units (earliest last member first), or the units left over when
+/// they depend on each other in a cycle.
+fn order_units(g: &Graph, units: &[Vec<usize>]) -> Result<Vec<usize>, Vec<usize>> {
+    let unit_of = unit_index(g, units);
     let mut deps: Vec<HashSet<usize>> = vec![HashSet::new(); units.len()];
     let mut users: Vec<Vec<usize>> = vec![Vec::new(); units.len()];
     for (u, members) in units.iter().enumerate() {
@@ -168,14 +223,9 @@ fn emit(g: &Graph, groups: &[Group]) -> Graph {
     let mut pending: Vec<usize> = deps.iter().map(|d| d.len()).collect();
     let mut ready: BinaryHeap<Reverse<(usize, usize)>> =
         (0..units.len()).filter(|&u| pending[u] == 0).map(|u| Reverse((position(u), u))).collect();
-    let uses = outside_uses(g, &unit_of);
-    let mut r = Rewriter::new(g);
+    let mut order = Vec::with_capacity(units.len());
     while let Some(Reverse((_, u))) = ready.pop() {
-        if u < group_units {
-            emit_group(&mut r, &units[u], groups[u].class.unwrap_or(DType::F32), &uses);
-        } else {
-            r.copy(units[u][0]);
-        }
+        order.push(u);
         for &v in &users[u] {
             pending[v] -= 1;
             if pending[v] == 0 {
@@ -183,7 +233,11 @@ fn emit(g: &Graph, groups: &[Group]) -> Graph {
             }
         }
     }
-    r.finish()
+    if order.len() == units.len() {
+        Ok(order)
+    } else {
+        Err((0..units.len()).filter(|&u| pending[u] > 0).collect())
+    }
 }
 
 /// For each node, whether its value is needed outside its own unit (or is a graph output).

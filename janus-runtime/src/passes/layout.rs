@@ -65,8 +65,8 @@ pub(crate) fn run(g: Graph, stats: &mut PassStats) -> Graph {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::passes::testing::{count, trace};
     use crate::Tensor;
+    use crate::passes::testing::{count, trace};
 
     #[test]
     fn shared_transposed_rhs_is_copied_once() {

@@ -47,7 +47,7 @@ pub fn default_pipeline() -> Vec<(&'static str, Pass)> {
         ("epilogue", epilogue::run), // add(matmul, c) -> matmul_add (GEMM accumulates)
         ("fuse", fuse::run),         // elementwise chains -> fused register programs
         ("dce", dce::run),
-        ("layout", layout::run),     // transposed GEMM right-hand sides -> one row-major copy
+        ("layout", layout::run), // transposed GEMM right-hand sides -> one row-major copy
     ]
 }
 
