@@ -8,11 +8,11 @@
 //! checkpoints) and the macros of `janus-macros`. Start with `use janus::prelude::*;`.
 #![warn(missing_docs)]
 
-pub use janus_macros::Module;
+pub use janus_macros::{Module, janus};
 pub use janus_runtime::*;
 
 /// The names most programs need: `use janus::prelude::*;`.
 pub mod prelude {
-    pub use janus_macros::Module;
-    pub use janus_runtime::{DType, Device, Grads, Module, Shape, Tensor, nn, no_grad, optim, trace};
+    pub use janus_macros::{Module, janus};
+    pub use janus_runtime::{DType, Device, Grads, Mode, Module, Shape, Tensor, nn, no_grad, optim, trace};
 }

@@ -14,16 +14,17 @@ pub(crate) fn expand(input: &DeriveInput) -> syn::Result<TokenStream> {
         p.bounds.push(syn::parse_quote!(::janus::Module));
     }
     let (impl_g, ty_g, where_g) = generics.split_for_impl();
-    let (visit, visit_mut, map) = match &input.data {
+    let (visit, visit_mut, map, unflatten) = match &input.data {
         Data::Struct(s) => {
             check_fields(&s.fields)?;
             let (pat, names) = destructure(&s.fields);
             let body = bodies(&s.fields, &names);
-            let (v, vm, m) = (&body.visit, &body.visit_mut, &body.map);
+            let (v, vm, m, u) = (&body.visit, &body.visit_mut, &body.map, &body.unflatten);
             (
                 quote! { let Self #pat = self; #v },
                 quote! { let Self #pat = self; #vm },
                 quote! { let Self #pat = self; Self #m },
+                quote! { Self #u },
             )
         }
         Data::Enum(e) => {
@@ -36,24 +37,30 @@ pub(crate) fn expand(input: &DeriveInput) -> syn::Result<TokenStream> {
             if let Some(e) = errors {
                 return Err(e);
             }
-            let (mut visit, mut visit_mut, mut map) = (Vec::new(), Vec::new(), Vec::new());
+            let (mut visit, mut visit_mut, mut map, mut unflatten) =
+                (Vec::new(), Vec::new(), Vec::new(), Vec::new());
             for (i, v) in e.variants.iter().enumerate() {
                 let ident = &v.ident;
                 let idx = i as u32;
                 let (pat, names) = destructure(&v.fields);
                 let body = bodies(&v.fields, &names);
-                let (bv, bvm, bm) = (&body.visit, &body.visit_mut, &body.map);
+                let (bv, bvm, bm, bu) = (&body.visit, &body.visit_mut, &body.map, &body.unflatten);
                 visit.push(quote! { Self::#ident #pat => {
                     __v.constant(::janus::module::ConstLeaf::Variant(#idx));
                     #bv
                 } });
                 visit_mut.push(quote! { Self::#ident #pat => { #bvm } });
                 map.push(quote! { Self::#ident #pat => Self::#ident #bm, });
+                unflatten.push(quote! { ::janus::module::ConstLeaf::Variant(#idx) => Self::#ident #bu, });
             }
             (
                 quote! { match self { #(#visit)* } },
                 quote! { match self { #(#visit_mut)* } },
                 quote! { match self { #(#map)* } },
+                quote! { match __l.constant() {
+                    #(#unflatten)*
+                    other => ::core::panic!("janus internal error: no variant for leaf {:?}", other),
+                } },
             )
         }
         Data::Union(u) => {
@@ -75,6 +82,15 @@ pub(crate) fn expand(input: &DeriveInput) -> syn::Result<TokenStream> {
                 __f: &mut dyn ::core::ops::FnMut(&::janus::Tensor) -> ::janus::Tensor,
             ) -> Self {
                 #map
+            }
+            fn unflatten(__l: &mut dyn ::janus::module::Leaves) -> Self {
+                #unflatten
+            }
+        }
+        #[automatically_derived]
+        impl #impl_g ::janus::rt::Input for #name #ty_g #where_g {
+            fn probe(&self, __p: &mut ::janus::rt::Prober) {
+                __p.module(self);
             }
         }
     })
@@ -126,6 +142,7 @@ struct Bodies {
     visit: TokenStream,
     visit_mut: TokenStream,
     map: TokenStream,
+    unflatten: TokenStream,
 }
 
 /// Per-field calls, spanned on each field's type so an unsupported type is reported there.
@@ -133,6 +150,7 @@ fn bodies(fields: &Fields, names: &[syn::Ident]) -> Bodies {
     let mut visit = Vec::new();
     let mut visit_mut = Vec::new();
     let mut map = Vec::new();
+    let mut unflatten = Vec::new();
     for (i, (f, b)) in fields.iter().zip(names).enumerate() {
         let span = f.ty.span();
         let segment = match &f.ident {
@@ -149,16 +167,19 @@ fn bodies(fields: &Fields, names: &[syn::Ident]) -> Bodies {
         });
         visit_mut.push(quote_spanned! {span=> ::janus::Module::visit_mut(#b, __f); });
         map.push(quote_spanned! {span=> ::janus::Module::map_tensors(#b, __f) });
+        let ty = &f.ty;
+        unflatten.push(quote_spanned! {span=> <#ty as ::janus::Module>::unflatten(__l) });
     }
-    let map = match fields {
+    let construct = |values: &[TokenStream]| match fields {
         Fields::Named(f) => {
             let members = f.named.iter().map(|x| x.ident.as_ref().expect("named field"));
-            quote! { { #(#members: #map),* } }
+            quote! { { #(#members: #values),* } }
         }
-        Fields::Unnamed(_) => quote! { ( #(#map),* ) },
+        Fields::Unnamed(_) => quote! { ( #(#values),* ) },
         Fields::Unit => quote! {},
     };
-    Bodies { visit: quote! { #(#visit)* }, visit_mut: quote! { #(#visit_mut)* }, map }
+    let (map, unflatten) = (construct(&map), construct(&unflatten));
+    Bodies { visit: quote! { #(#visit)* }, visit_mut: quote! { #(#visit_mut)* }, map, unflatten }
 }
 
 #[cfg(test)]

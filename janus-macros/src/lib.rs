@@ -1,9 +1,22 @@
-//! janus-macros: `#[derive(Module)]` (and, later, `#[janus]`). Pure syntax: the macros parse and
-//! emit code that calls `::janus`; all logic works on `proc_macro2` so it is unit-testable.
+//! janus-macros: `#[janus]` and `#[derive(Module)]`. Pure syntax: the macros parse and emit
+//! code that calls `::janus`; all logic works on `proc_macro2` so it is unit-testable.
 
 use proc_macro::TokenStream;
 
 mod derive_module;
+mod janus;
+
+/// Runs a function's static blocks as cached, compiled graphs; control flow stays host code and
+/// dispatches to them through guards that fall back to the original statements.
+///
+/// Options: `profile = N` (recordings before compiling, default 2), `max_variants = N` (keys
+/// compiled per block, default 8), `dynamic(a, b)` (host scalars passed to graphs at run time
+/// instead of baked in), `speculate = bool` (parsed; whole-function speculation is not
+/// implemented yet).
+#[proc_macro_attribute]
+pub fn janus(args: TokenStream, item: TokenStream) -> TokenStream {
+    janus::expand(args.into(), item.into()).into()
+}
 
 /// Implements `janus::Module` for a struct or enum: tensor fields are leaves, integer, bool and
 /// float fields are constant leaves, enum variants are constant leaves, and fields of other

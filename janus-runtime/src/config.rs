@@ -5,6 +5,9 @@
 //! | `JANUS_DUMP=DIR` | write every compiled graph (text, DOT, JSON) and a summary to `DIR` |
 //! | `JANUS_VERIFY=1` | verify graphs between passes (on by default in debug builds) |
 //! | `JANUS_SERIAL=1` | run compiled steps on the calling thread only (no two-worker schedule) |
+//! | `JANUS_MODE=eager\|janus\|check` | how `#[janus]` functions run (default `janus`) |
+//! | `JANUS_CHECK_EVERY=N` | in `janus` mode, also check every N-th replay against eager execution |
+//! | `JANUS_LOG=info\|explain\|debug` | log staging decisions to stderr (installs a logger if none is set) |
 
 use std::path::PathBuf;
 use std::sync::OnceLock;
@@ -18,6 +21,12 @@ pub struct Config {
     pub verify: bool,
     /// Never run compiled steps on two workers.
     pub serial: bool,
+    /// The default mode of `#[janus]` functions.
+    pub mode: crate::rt::Mode,
+    /// Check every N-th replay against eager execution (0: never).
+    pub check_every: u64,
+    /// Requested log level, if any.
+    pub log: Option<log::LevelFilter>,
 }
 
 /// The configuration, read from the environment on first use.
@@ -27,5 +36,46 @@ pub fn config() -> &'static Config {
         dump_dir: std::env::var_os("JANUS_DUMP").filter(|v| !v.is_empty()).map(PathBuf::from),
         verify: cfg!(debug_assertions) || std::env::var("JANUS_VERIFY").is_ok_and(|v| v == "1"),
         serial: std::env::var("JANUS_SERIAL").is_ok_and(|v| v == "1"),
+        mode: match std::env::var("JANUS_MODE").as_deref() {
+            Ok("eager") => crate::rt::Mode::Eager,
+            Ok("check") => crate::rt::Mode::Check,
+            Ok("janus") | Err(_) => crate::rt::Mode::Janus,
+            Ok(other) => {
+                eprintln!(
+                    "janus: unknown JANUS_MODE `{other}` (expected eager, janus or check); using janus"
+                );
+                crate::rt::Mode::Janus
+            }
+        },
+        check_every: std::env::var("JANUS_CHECK_EVERY").ok().and_then(|v| v.parse().ok()).unwrap_or(0),
+        log: match std::env::var("JANUS_LOG").as_deref() {
+            Ok("debug") => Some(log::LevelFilter::Debug),
+            Ok("info") | Ok("explain") => Some(log::LevelFilter::Info),
+            _ => None,
+        },
     })
+}
+
+/// Installs a minimal stderr logger for `JANUS_LOG` when the program set none.
+pub(crate) fn init_logging() {
+    static ONCE: OnceLock<()> = OnceLock::new();
+    ONCE.get_or_init(|| {
+        struct Stderr;
+        impl log::Log for Stderr {
+            fn enabled(&self, m: &log::Metadata<'_>) -> bool {
+                m.target().starts_with("janus")
+            }
+            fn log(&self, r: &log::Record<'_>) {
+                if self.enabled(r.metadata()) {
+                    eprintln!("[{} {}] {}", r.level(), r.target(), r.args());
+                }
+            }
+            fn flush(&self) {}
+        }
+        if let Some(level) = config().log
+            && log::set_logger(&Stderr).is_ok()
+        {
+            log::set_max_level(level);
+        }
+    });
 }

@@ -45,6 +45,21 @@ pub trait Visitor {
     fn constant(&mut self, _c: ConstLeaf) {}
 }
 
+/// Supplies leaves in visiting order to [`Module::unflatten`].
+pub trait Leaves {
+    /// The next tensor leaf.
+    fn tensor(&mut self) -> Tensor;
+    /// The next constant leaf.
+    fn constant(&mut self) -> ConstLeaf;
+}
+
+fn int_of(c: ConstLeaf) -> i128 {
+    match c {
+        ConstLeaf::Int(v) => v,
+        other => panic!("janus internal error: expected an integer leaf, got {other:?}"),
+    }
+}
+
 /// A value with enumerable tensor leaves and constant leaves. See the module docs.
 #[diagnostic::on_unimplemented(
     message = "`{Self}` is not a janus Module",
@@ -61,6 +76,12 @@ pub trait Module {
     /// A copy of this value with every tensor leaf replaced by `f(leaf)` and constant leaves
     /// kept.
     fn map_tensors(&self, f: &mut dyn FnMut(&Tensor) -> Tensor) -> Self
+    where
+        Self: Sized;
+
+    /// Rebuilds a value from the leaves [`visit`](Module::visit) would produce for it (tensors
+    /// and constants, in order), like unflattening a pytree.
+    fn unflatten(leaves: &mut dyn Leaves) -> Self
     where
         Self: Sized;
 
@@ -115,10 +136,13 @@ impl Module for Tensor {
     fn map_tensors(&self, f: &mut dyn FnMut(&Tensor) -> Tensor) -> Self {
         f(self)
     }
+    fn unflatten(leaves: &mut dyn Leaves) -> Self {
+        leaves.tensor()
+    }
 }
 
 macro_rules! constant_leaf {
-    ($($t:ty => |$x:ident| $leaf:expr;)*) => {$(
+    ($($t:ty => |$x:ident| $leaf:expr, |$c:ident| $back:expr;)*) => {$(
         impl Module for $t {
             fn visit(&self, v: &mut dyn Visitor) {
                 let $x = *self;
@@ -128,25 +152,29 @@ macro_rules! constant_leaf {
             fn map_tensors(&self, _f: &mut dyn FnMut(&Tensor) -> Tensor) -> Self {
                 *self
             }
+            fn unflatten(leaves: &mut dyn Leaves) -> Self {
+                let $c = leaves.constant();
+                $back
+            }
         }
     )*};
 }
 
 constant_leaf! {
-    bool => |x| ConstLeaf::Bool(x);
-    i8 => |x| ConstLeaf::Int(x as i128);
-    i16 => |x| ConstLeaf::Int(x as i128);
-    i32 => |x| ConstLeaf::Int(x as i128);
-    i64 => |x| ConstLeaf::Int(x as i128);
-    isize => |x| ConstLeaf::Int(x as i128);
-    u8 => |x| ConstLeaf::Int(x as i128);
-    u16 => |x| ConstLeaf::Int(x as i128);
-    u32 => |x| ConstLeaf::Int(x as i128);
-    u64 => |x| ConstLeaf::Int(x as i128);
-    usize => |x| ConstLeaf::Int(x as i128);
-    f32 => |x| ConstLeaf::F32(x.to_bits());
-    f64 => |x| ConstLeaf::F64(x.to_bits());
-    () => |_x| ConstLeaf::Len(0);
+    bool => |x| ConstLeaf::Bool(x), |c| matches!(c, ConstLeaf::Bool(true));
+    i8 => |x| ConstLeaf::Int(x as i128), |c| int_of(c) as i8;
+    i16 => |x| ConstLeaf::Int(x as i128), |c| int_of(c) as i16;
+    i32 => |x| ConstLeaf::Int(x as i128), |c| int_of(c) as i32;
+    i64 => |x| ConstLeaf::Int(x as i128), |c| int_of(c) as i64;
+    isize => |x| ConstLeaf::Int(x as i128), |c| int_of(c) as isize;
+    u8 => |x| ConstLeaf::Int(x as i128), |c| int_of(c) as u8;
+    u16 => |x| ConstLeaf::Int(x as i128), |c| int_of(c) as u16;
+    u32 => |x| ConstLeaf::Int(x as i128), |c| int_of(c) as u32;
+    u64 => |x| ConstLeaf::Int(x as i128), |c| int_of(c) as u64;
+    usize => |x| ConstLeaf::Int(x as i128), |c| int_of(c) as usize;
+    f32 => |x| ConstLeaf::F32(x.to_bits()), |c| match c { ConstLeaf::F32(b) => f32::from_bits(b), o => panic!("janus internal error: expected an f32 leaf, got {o:?}") };
+    f64 => |x| ConstLeaf::F64(x.to_bits()), |c| match c { ConstLeaf::F64(b) => f64::from_bits(b), o => panic!("janus internal error: expected an f64 leaf, got {o:?}") };
+    () => |_x| ConstLeaf::Len(0), |_c| ();
 }
 
 impl<T: Module> Module for Vec<T> {
@@ -166,6 +194,13 @@ impl<T: Module> Module for Vec<T> {
     fn map_tensors(&self, f: &mut dyn FnMut(&Tensor) -> Tensor) -> Self {
         self.iter().map(|x| x.map_tensors(f)).collect()
     }
+    fn unflatten(leaves: &mut dyn Leaves) -> Self {
+        let n = match leaves.constant() {
+            ConstLeaf::Len(n) => n,
+            o => panic!("janus internal error: expected a length leaf, got {o:?}"),
+        };
+        (0..n).map(|_| T::unflatten(leaves)).collect()
+    }
 }
 
 impl<T: Module, const N: usize> Module for [T; N] {
@@ -184,6 +219,9 @@ impl<T: Module, const N: usize> Module for [T; N] {
     fn map_tensors(&self, f: &mut dyn FnMut(&Tensor) -> Tensor) -> Self {
         std::array::from_fn(|i| self[i].map_tensors(f))
     }
+    fn unflatten(leaves: &mut dyn Leaves) -> Self {
+        std::array::from_fn(|_| T::unflatten(leaves))
+    }
 }
 
 impl<T: Module> Module for Option<T> {
@@ -201,6 +239,12 @@ impl<T: Module> Module for Option<T> {
     fn map_tensors(&self, f: &mut dyn FnMut(&Tensor) -> Tensor) -> Self {
         self.as_ref().map(|x| x.map_tensors(f))
     }
+    fn unflatten(leaves: &mut dyn Leaves) -> Self {
+        match leaves.constant() {
+            ConstLeaf::Variant(1) => Some(T::unflatten(leaves)),
+            _ => None,
+        }
+    }
 }
 
 impl<T: Module> Module for Box<T> {
@@ -212,6 +256,9 @@ impl<T: Module> Module for Box<T> {
     }
     fn map_tensors(&self, f: &mut dyn FnMut(&Tensor) -> Tensor) -> Self {
         Box::new((**self).map_tensors(f))
+    }
+    fn unflatten(leaves: &mut dyn Leaves) -> Self {
+        Box::new(T::unflatten(leaves))
     }
 }
 
@@ -230,6 +277,9 @@ macro_rules! tuple_module {
             }
             fn map_tensors(&self, f: &mut dyn FnMut(&Tensor) -> Tensor) -> Self {
                 ($( self.$i.map_tensors(f), )+)
+            }
+            fn unflatten(leaves: &mut dyn Leaves) -> Self {
+                ($( $T::unflatten(leaves), )+)
             }
         }
     };
@@ -258,6 +308,14 @@ macro_rules! impl_module {
             }
             fn map_tensors(&self, f: &mut dyn FnMut(&$crate::Tensor) -> $crate::Tensor) -> Self {
                 $ty { $( $field: $crate::module::Module::map_tensors(&self.$field, f), )* }
+            }
+            fn unflatten(leaves: &mut dyn $crate::module::Leaves) -> Self {
+                $ty { $( $field: $crate::module::Module::unflatten(leaves), )* }
+            }
+        }
+        impl $crate::rt::Input for $ty {
+            fn probe(&self, p: &mut $crate::rt::Prober) {
+                p.module(self);
             }
         }
     };

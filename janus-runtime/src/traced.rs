@@ -53,7 +53,7 @@ struct GradParts {
 impl Compiled {
     /// Compiles a recorded graph; `needs[k]` says whether input `k` needs gradients and
     /// `out_kinds` how each output was produced eagerly (leaf / with history / plain).
-    pub(crate) fn new(name: &str, recorded: Graph, needs: &[bool], out_kinds: &[(bool, bool)]) -> Compiled {
+    pub fn new(name: &str, recorded: Graph, needs: &[bool], out_kinds: &[(bool, bool)]) -> Compiled {
         let t0 = Instant::now();
         let any_history = out_kinds.iter().any(|&(_, history)| history);
         let (grad, to_run) = if any_history && needs.iter().any(|&x| x) {
@@ -119,7 +119,7 @@ impl Compiled {
 
     /// Runs on `inputs` (the recorded signature); draws random numbers from this thread's stream
     /// and reproduces the recorded outputs' grad flags.
-    pub(crate) fn replay(self: &Arc<Self>, inputs: &[Tensor]) -> Vec<Tensor> {
+    pub fn replay(self: &Arc<Self>, inputs: &[Tensor]) -> Vec<Tensor> {
         let rng = self.exec.graph().rng;
         let mut args: Vec<Tensor> = inputs.to_vec();
         if let Some(r) = rng {

@@ -16,6 +16,9 @@ use frame::{Arenas, Frame, output_buffer};
 use plan::{BufRef, Lowered, StepKind};
 use std::sync::{Arc, Mutex};
 
+/// Test-only fault: fused kernels corrupt their first output element (see `rt::testing`).
+pub(crate) static BREAK_FUSED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 /// A compiled graph, ready to run many times from many threads.
 pub struct Executor {
     graph: Graph,

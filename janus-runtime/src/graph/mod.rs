@@ -79,6 +79,17 @@ pub struct Node {
     pub span: Option<&'static Location<'static>>,
 }
 
+/// The first difference between two recordings.
+#[derive(Clone, Copy, Debug)]
+pub struct GraphDiff {
+    /// Index of the first differing node.
+    pub node: usize,
+    /// Its source location, when known.
+    pub span: Option<&'static Location<'static>>,
+    /// Whether the nodes are constants of one type that differ only in value.
+    pub constant_only: bool,
+}
+
 /// A named graph input.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct GraphInput {
@@ -133,6 +144,28 @@ impl Graph {
             uses[o.index()] += 1;
         }
         uses
+    }
+
+    /// Where two recordings differ: the first differing node (and whether only a constant's value
+    /// differs there), or `None` if they are the same graph.
+    pub fn diff(&self, other: &Graph) -> Option<GraphDiff> {
+        if self.inputs != other.inputs || self.rng != other.rng {
+            return Some(GraphDiff { node: 0, span: None, constant_only: false });
+        }
+        for (i, (a, b)) in self.nodes.iter().zip(&other.nodes).enumerate() {
+            if a.op != b.op || a.inputs != b.inputs || a.ty != b.ty {
+                let is_const = |n: &Node| {
+                    matches!(n.op, NodeOp::Op(crate::ops::Op::Full(_) | crate::ops::Op::Constant(_)))
+                };
+                let constant_only = is_const(a) && is_const(b) && a.ty == b.ty;
+                return Some(GraphDiff { node: i, span: a.span.or(b.span), constant_only });
+            }
+        }
+        if self.nodes.len() != other.nodes.len() || self.outputs != other.outputs {
+            let node = self.nodes.len().min(other.nodes.len());
+            return Some(GraphDiff { node, span: None, constant_only: false });
+        }
+        None
     }
 
     /// A builder holding a copy of this graph (node ids unchanged).

@@ -1,0 +1,385 @@
+//! Expansion: every statement list of the function is partitioned (static runs, control flow,
+//! host statements); each static run with work in it becomes a fragment dispatch around the
+//! original statements (DESIGN §5), which appear once, verbatim.
+
+use super::analyze::{Env, Kind, Place, classify, live_before, mentioned, pattern_names, run_info};
+use super::options::Options;
+use proc_macro2::{Span, TokenStream};
+use quote::{ToTokens, format_ident, quote, quote_spanned};
+use std::collections::HashSet;
+use syn::spanned::Spanned;
+use syn::visit_mut::VisitMut;
+use syn::{Block, Expr, FnArg, Ident, ItemFn, Pat, Stmt};
+
+/// What the expansion of one function needs to know.
+pub(crate) struct Ctx {
+    pub(crate) opts: Options,
+    pub(crate) function: String,
+    /// `type_name` expressions of the generic parameters (and `Self`), keying every fragment.
+    pub(crate) generics: Vec<TokenStream>,
+    pub(crate) next: u32,
+}
+
+/// Makes every plain binding mutable (parameters, `self`, `let` and `for` patterns), so the
+/// replay can restore a local through `&mut` whatever its declared mutability; the function
+/// allows `unused_mut`.
+struct MakeMut;
+
+impl VisitMut for MakeMut {
+    fn visit_pat_ident_mut(&mut self, p: &mut syn::PatIdent) {
+        if p.by_ref.is_none() && p.ident != "self" {
+            p.mutability.get_or_insert_with(Default::default);
+        }
+        syn::visit_mut::visit_pat_ident_mut(self, p);
+    }
+    fn visit_expr_closure_mut(&mut self, c: &mut syn::ExprClosure) {
+        // Closure parameters are not restored; leave them alone.
+        self.visit_expr_mut(&mut c.body);
+    }
+    fn visit_arm_mut(&mut self, a: &mut syn::Arm) {
+        // Match bindings may be by reference through default binding modes; leave them alone.
+        if let Some((_, g)) = &mut a.guard {
+            self.visit_expr_mut(g);
+        }
+        self.visit_expr_mut(&mut a.body);
+    }
+    fn visit_item_mut(&mut self, _: &mut syn::Item) {}
+}
+
+/// Rewrites the function: bindings made mutable, every block's statement lists transformed.
+pub(crate) fn function(mut f: ItemFn, ctx: &mut Ctx) -> ItemFn {
+    let mut env = Env { function: ctx.function.clone(), ..Env::default() };
+    for arg in f.sig.inputs.iter_mut() {
+        match arg {
+            FnArg::Receiver(r) => {
+                env.declare("self".into());
+                env.references.insert("self".into());
+                // `&mut self` becomes `mut self: &mut Self`: same receiver, mutable binding.
+                r.mutability = Some(Default::default());
+                r.reference = None;
+                r.colon_token = Some(Default::default());
+            }
+            FnArg::Typed(t) => {
+                MakeMut.visit_pat_mut(&mut t.pat);
+                for n in pattern_names(&t.pat) {
+                    env.declare(n.to_string());
+                    if matches!(*t.ty, syn::Type::Reference(_)) {
+                        env.references.insert(n.to_string());
+                    }
+                }
+            }
+        }
+    }
+    MakeMut.visit_block_mut(&mut f.block);
+    block(&mut f.block, &env, ctx);
+    f
+}
+
+/// Transforms one statement list.
+fn block(b: &mut Block, parent: &Env, ctx: &mut Ctx) {
+    let mut env = parent.nested();
+    let mut stmts = std::mem::take(&mut b.stmts);
+    let tail = match stmts.last() {
+        Some(Stmt::Expr(_, None)) => stmts.pop(),
+        _ => None,
+    };
+    // Names live before statement i (the tail counts as a use at the end).
+    let mut used_from: Vec<HashSet<String>> = vec![HashSet::new(); stmts.len() + 1];
+    if let Some(t) = &tail {
+        mentioned(t.to_token_stream(), &mut used_from[stmts.len()]);
+    }
+    for i in (0..stmts.len()).rev() {
+        used_from[i] = live_before(&stmts[i], &used_from[i + 1]);
+    }
+    let mut out: Vec<Stmt> = Vec::new();
+    let mut run: Vec<Stmt> = Vec::new();
+    let mut run_env = env.clone();
+    for (i, mut s) in stmts.into_iter().enumerate() {
+        let kind = classify(&s, &env);
+        if kind != Kind::Static {
+            flush(&mut run, &run_env, &used_from[i], &mut out, ctx);
+        }
+        match kind {
+            Kind::Static => {
+                if run.is_empty() {
+                    run_env = env.clone();
+                }
+                run.push(s.clone());
+            }
+            Kind::Control => {
+                control(&mut s, &env, ctx);
+                out.push(s.clone());
+            }
+            Kind::ClosureDef | Kind::Host | Kind::Item => out.push(s.clone()),
+        }
+        if let Stmt::Local(l) = &s {
+            for n in pattern_names(&l.pat) {
+                env.declare(n.to_string());
+            }
+            if let (Pat::Ident(p), Some(init)) = (strip_type(&l.pat), &l.init) {
+                match &*init.expr {
+                    Expr::Reference(_) => {
+                        env.references.insert(p.ident.to_string());
+                    }
+                    Expr::Closure(_) if kind == Kind::ClosureDef => {
+                        env.closures.insert(p.ident.to_string(), s.clone());
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+    // A static tail expression is bound to a local, so it stages with the run before it.
+    let end = used_from.len() - 1;
+    match tail {
+        Some(Stmt::Expr(e, None)) if is_tail_static(&e, &env) => {
+            if run.is_empty() {
+                run_env = env.clone();
+            }
+            let span = e.span();
+            run.push(syn::parse_quote_spanned!(span=> let __janus_tail = #e;));
+            let live = HashSet::from(["__janus_tail".to_string()]);
+            flush(&mut run, &run_env, &live, &mut out, ctx);
+            out.push(Stmt::Expr(syn::parse_quote_spanned!(span=> __janus_tail), None));
+        }
+        Some(mut t) => {
+            flush(&mut run, &run_env, &used_from[end], &mut out, ctx);
+            if classify(&t, &env) == Kind::Control {
+                control(&mut t, &env, ctx);
+            }
+            out.push(t);
+        }
+        None => flush(&mut run, &run_env, &used_from[end], &mut out, ctx),
+    }
+    b.stmts = out;
+}
+
+fn is_tail_static(e: &Expr, env: &Env) -> bool {
+    classify(&Stmt::Expr(e.clone(), Some(Default::default())), env) == Kind::Static
+}
+
+fn strip_type(p: &Pat) -> &Pat {
+    match p {
+        Pat::Type(t) => strip_type(&t.pat),
+        p => p,
+    }
+}
+
+/// Recurses into the bodies of control flow; conditions and headers stay host code.
+fn control(s: &mut Stmt, env: &Env, ctx: &mut Ctx) {
+    let Stmt::Expr(e, _) = s else { return };
+    control_expr(e, env, ctx);
+}
+
+fn control_expr(e: &mut Expr, env: &Env, ctx: &mut Ctx) {
+    match e {
+        Expr::If(i) => {
+            let mut inner = env.clone();
+            if let Expr::Let(l) = &*i.cond {
+                for n in pattern_names(&l.pat) {
+                    inner.declare(n.to_string());
+                }
+            }
+            block(&mut i.then_branch, &inner, ctx);
+            if let Some((_, els)) = &mut i.else_branch {
+                control_expr(els, env, ctx);
+            }
+        }
+        Expr::Block(b) => block(&mut b.block, env, ctx),
+        Expr::While(w) => {
+            let mut inner = env.clone();
+            if let Expr::Let(l) = &*w.cond {
+                for n in pattern_names(&l.pat) {
+                    inner.declare(n.to_string());
+                }
+            }
+            block(&mut w.body, &inner, ctx);
+        }
+        Expr::ForLoop(f) => {
+            let mut inner = env.clone();
+            for n in pattern_names(&f.pat) {
+                inner.declare(n.to_string());
+            }
+            block(&mut f.body, &inner, ctx);
+        }
+        Expr::Loop(l) => block(&mut l.body, env, ctx),
+        Expr::Match(m) => {
+            for arm in &mut m.arms {
+                let mut inner = env.clone();
+                for n in pattern_names(&arm.pat) {
+                    inner.declare(n.to_string());
+                }
+                if let Expr::Block(b) = &mut *arm.body {
+                    block(&mut b.block, &inner, ctx);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Emits the pending run: as a fragment when it does work, as plain statements otherwise.
+fn flush(run: &mut Vec<Stmt>, env: &Env, live_after: &HashSet<String>, out: &mut Vec<Stmt>, ctx: &mut Ctx) {
+    if run.is_empty() {
+        return;
+    }
+    let stmts = std::mem::take(run);
+    let copies: Vec<Stmt> = {
+        let info = run_info(&stmts, env);
+        info.closures.iter().filter_map(|c| env.closures.get(c).cloned()).collect()
+    };
+    let mut all = copies.clone();
+    all.extend(stmts.iter().cloned());
+    let info = run_info(&all, env);
+    if !info.has_work {
+        out.extend(stmts);
+        return;
+    }
+    let outer = |root: &str| env.level.get(root).is_some_and(|&l| l < env.depth);
+    let kept = |root: &str| outer(root) || env.references.contains(root) || live_after.contains(root);
+    let assigned: Vec<&Place> = info.assigned.iter().filter(|p| kept(&p.root)).collect();
+    let inouts: Vec<&String> = info
+        .inouts
+        .iter()
+        .filter(|n| kept(n) && !assigned.iter().any(|p| p.steps.is_empty() && &&p.root == n))
+        .collect();
+    let mut defined: Vec<Ident> = Vec::new();
+    for d in info.defs.iter().rev() {
+        let name = d.to_string();
+        if live_after.contains(&name) && !defined.iter().any(|x| *x == name) {
+            defined.push(d.clone());
+        }
+    }
+    defined.reverse();
+    out.extend(fragment(&stmts, &copies, &info.inputs, &assigned, &inouts, &defined, ctx));
+}
+
+fn fragment(
+    stmts: &[Stmt],
+    copies: &[Stmt],
+    inputs: &[Place],
+    assigned: &[&Place],
+    inouts: &[&String],
+    defined: &[Ident],
+    ctx: &mut Ctx,
+) -> Vec<Stmt> {
+    let span = stmts.first().map(|s| s.span()).unwrap_or_else(Span::call_site);
+    let index = ctx.next;
+    ctx.next += 1;
+    let (function, profile, max_variants) = (&ctx.function, ctx.opts.profile, ctx.opts.max_variants);
+    let generics = &ctx.generics;
+    let dynamic: Vec<&Place> = inputs
+        .iter()
+        .filter(|p| p.steps.is_empty() && ctx.opts.dynamic.iter().any(|d| *d == p.root))
+        .collect();
+    let dyn_decl = dynamic.iter().map(|p| {
+        let (v, tmp) = (&p.expr, format_ident!("__janus_dyn_{}", p.root));
+        quote! { let #tmp = ::janus::rt::dynamic_scalar(#v); }
+    });
+    let dyn_shadow = dynamic.iter().map(|p| {
+        let (v, tmp) = (&p.expr, format_ident!("__janus_dyn_{}", p.root));
+        quote! { let #v = ::core::clone::Clone::clone(&#tmp); }
+    });
+    let probes = inputs.iter().map(|p| {
+        let name = p.text();
+        if dynamic.iter().any(|d| d.root == p.root && p.steps.is_empty()) {
+            let tmp = format_ident!("__janus_dyn_{}", p.root);
+            quote! { (&::janus::rt::Probe(&#tmp)).probe(#name) }
+        } else {
+            let e = &p.expr;
+            quote! { (&::janus::rt::Probe(&#e)).probe(#name) }
+        }
+    });
+    let bare = |d: &Ident| d.to_string().trim_start_matches('_').to_string();
+    let witnesses: Vec<Ident> = defined.iter().map(|d| format_ident!("__janus_w_{}", bare(d))).collect();
+    let values: Vec<Ident> = defined.iter().map(|d| format_ident!("__janus_v_{}", bare(d))).collect();
+    let mut exit_outputs = Vec::new();
+    let mut restores = Vec::new();
+    for p in assigned {
+        let (e, name) = (&p.expr, p.text());
+        exit_outputs.push(quote! { (&&&::janus::rt::Witness::of(&#e)).output(&#e, #name) });
+        restores.push(quote! { (&&&::janus::rt::Witness::of(&#e)).restore(&mut #e, &mut __janus_out); });
+    }
+    for n in inouts {
+        let id = Ident::new(n, span);
+        exit_outputs.push(quote! { (&&&::janus::rt::Witness::of(&#id)).inout_output(&#id, #n) });
+        restores
+            .push(quote! { (&&&::janus::rt::Witness::of(&#id)).inout_restore(&mut #id, &mut __janus_out); });
+    }
+    for (d, w) in defined.iter().zip(&witnesses) {
+        let name = d.to_string();
+        exit_outputs.push(quote! { (&&&#w).output(&#d, #name) });
+    }
+    let takes = values.iter().zip(&witnesses).map(|(v, w)| quote! { #v = (&&&#w).take(&mut __janus_out); });
+    let generated = quote_spanned! {span=>
+        #[allow(unused_mut, unused_variables, unused_assignments, unused_imports, unreachable_code, non_snake_case, clippy::all)]
+        {
+            use ::janus::rt::{
+                InOutModule as _, InOutOpaque as _, InOutRef as _, OutputModule as _, OutputModuleRef as _,
+                OutputOpaque as _, ProbeKeyed as _, ProbeOpaque as _,
+            };
+            static __JANUS_FRAGMENT: ::janus::rt::Fragment = ::janus::rt::Fragment::new(::janus::rt::Site {
+                function: #function,
+                file: ::core::file!(),
+                line: ::core::line!(),
+                index: #index,
+                profile: #profile,
+                max_variants: #max_variants,
+            });
+            #(#dyn_decl)*
+            #(let #witnesses = ::janus::rt::Witness::new();)*
+            match __JANUS_FRAGMENT.enter(::std::vec![#(#probes),*], &[#(#generics),*]) {
+                ::janus::rt::Enter::Body(__janus_scope) => {
+                    #(#dyn_shadow)*
+                    #(#copies)*
+                    #(#stmts)*
+                    #(#witnesses.bind(&#defined);)*
+                    __janus_scope.exit(::std::vec![#(#exit_outputs),*]);
+                    #(#values = #defined;)*
+                }
+                ::janus::rt::Enter::Replay(mut __janus_out) => {
+                    #(#restores)*
+                    #(#takes)*
+                }
+            }
+        }
+    };
+    let mut result: Vec<Stmt> =
+        values.iter().map(|v| syn::parse_quote_spanned!(span=> #[allow(non_snake_case)] let #v;)).collect();
+    match syn::parse2::<Expr>(generated.clone()) {
+        Ok(e) => result.push(Stmt::Expr(e, None)),
+        Err(e) => panic!("generated fragment does not parse: {e}\n{generated}"),
+    }
+    for (d, v) in defined.iter().zip(&values) {
+        result.push(
+            syn::parse_quote_spanned!(span=> #[allow(unused_variables, non_snake_case)] let mut #d = #v;),
+        );
+    }
+    result
+}
+
+/// The `type_name` expressions keying a function's fragments: its type and const generics, and
+/// `Self` in methods (DESIGN §13 rule 10).
+pub(crate) fn generic_keys(f: &ItemFn) -> Vec<TokenStream> {
+    let mut keys: Vec<TokenStream> = Vec::new();
+    for p in f.sig.generics.params.iter() {
+        match p {
+            syn::GenericParam::Type(t) => {
+                let id = &t.ident;
+                keys.push(quote! { ::std::any::type_name::<#id>() });
+            }
+            syn::GenericParam::Const(c) => {
+                let id = &c.ident;
+                keys.push(quote! { ::std::any::type_name::<[(); #id]>() });
+            }
+            syn::GenericParam::Lifetime(_) => {}
+        }
+    }
+    let has_receiver = f.sig.inputs.iter().any(|a| matches!(a, FnArg::Receiver(_)));
+    let mut names = HashSet::new();
+    mentioned(f.to_token_stream(), &mut names);
+    if has_receiver || names.contains("Self") {
+        keys.push(quote! { ::std::any::type_name::<Self>() });
+    }
+    keys
+}

@@ -1,0 +1,84 @@
+//! `#[janus]`: parse the item and options, check it is a function the macro can stage, then
+//! expand it. Errors are `syn::Error`s spanned on the offending tokens; on error the original
+//! function is still emitted beside them, so later diagnostics and the IDE keep working.
+
+mod analyze;
+mod expand;
+mod options;
+
+use proc_macro2::TokenStream;
+use quote::quote;
+use syn::spanned::Spanned;
+
+/// Expands `#[janus(args)] item`.
+pub(crate) fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
+    let f: syn::ItemFn = match syn::parse2(item.clone()) {
+        Ok(f) => f,
+        Err(_) => {
+            let span =
+                syn::parse2::<syn::Item>(item.clone()).map(|i| i.span()).unwrap_or_else(|_| item.span());
+            let err = syn::Error::new(span, "`#[janus]` applies to functions and methods with a body");
+            return with_original(err, item);
+        }
+    };
+    let mut errors: Option<syn::Error> = None;
+    let mut fail = |span: proc_macro2::Span, msg: &str| {
+        let e = syn::Error::new(span, msg);
+        match &mut errors {
+            Some(all) => all.combine(e),
+            None => errors = Some(e),
+        }
+    };
+    if let Some(a) = &f.sig.asyncness {
+        fail(a.span, "`#[janus]` does not support `async fn`: a graph cannot span `.await` points");
+    }
+    if let Some(c) = &f.sig.constness {
+        fail(c.span, "`#[janus]` does not support `const fn`: there is nothing to stage at compile time");
+    }
+    if let Some(abi) = &f.sig.abi {
+        fail(abi.span(), "`#[janus]` does not support `extern` functions");
+    }
+    if let Some(v) = &f.sig.variadic {
+        fail(v.span(), "`#[janus]` does not support variadic functions");
+    }
+    let opts = match options::parse(args) {
+        Ok(o) => Some(o),
+        Err(e) => {
+            fail(e.span(), &e.to_string());
+            None
+        }
+    };
+    if let Some(e) = errors {
+        return with_original(e, item);
+    }
+    let mut ctx = expand::Ctx {
+        opts: opts.expect("options parsed"),
+        function: f.sig.ident.to_string(),
+        generics: expand::generic_keys(&f),
+        next: 0,
+    };
+    let mut out = expand::function(f, &mut ctx);
+    out.attrs.push(syn::parse_quote!(#[allow(unused_mut)]));
+    quote!(#out)
+}
+
+fn with_original(err: syn::Error, item: TokenStream) -> TokenStream {
+    let e = err.into_compile_error();
+    quote! { #e #item }
+}
+
+#[cfg(test)]
+mod debug_tests {
+    #[test]
+    fn expand_normalize() {
+        let src: proc_macro2::TokenStream = "fn normalize(x: &Tensor) -> Tensor {
+            let n = x.square().sum_all().sqrt();
+            let big = n.gt_scalar(1.0).to_bool();
+            if big { let y = x / &n; y.tanh() } else { x * 2.0 }
+        }"
+        .parse()
+        .unwrap();
+        let out = super::expand(proc_macro2::TokenStream::new(), src);
+        println!("{out}");
+    }
+}

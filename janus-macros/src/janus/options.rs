@@ -1,0 +1,87 @@
+//! `#[janus(profile = 2, max_variants = 8, speculate = true, dynamic(lr, beta))]`.
+
+use proc_macro2::TokenStream;
+use syn::parse::{Parse, ParseStream};
+use syn::{Ident, LitBool, LitInt, Token};
+
+/// The attribute's options.
+#[derive(Clone, Debug)]
+pub(crate) struct Options {
+    pub(crate) profile: u32,
+    pub(crate) max_variants: u32,
+    /// Parsed for the whole-function speculation of DESIGN §8, which is not implemented yet.
+    pub(crate) speculate: bool,
+    pub(crate) dynamic: Vec<Ident>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options { profile: 2, max_variants: 8, speculate: false, dynamic: Vec::new() }
+    }
+}
+
+impl Parse for Options {
+    fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
+        let mut o = Options::default();
+        while !input.is_empty() {
+            let name: Ident = input.parse()?;
+            match name.to_string().as_str() {
+                "profile" | "max_variants" => {
+                    input.parse::<Token![=]>()?;
+                    let v: LitInt = input.parse()?;
+                    let n: u32 = v.base10_parse()?;
+                    if n == 0 {
+                        return Err(syn::Error::new(v.span(), format!("`{name}` must be at least 1")));
+                    }
+                    if name == "profile" {
+                        o.profile = n;
+                    } else {
+                        o.max_variants = n;
+                    }
+                }
+                "speculate" => {
+                    input.parse::<Token![=]>()?;
+                    o.speculate = input.parse::<LitBool>()?.value;
+                }
+                "dynamic" => {
+                    let content;
+                    syn::parenthesized!(content in input);
+                    let names = content.parse_terminated(Ident::parse, Token![,])?;
+                    o.dynamic.extend(names);
+                }
+                other => {
+                    return Err(syn::Error::new(
+                        name.span(),
+                        format!(
+                            "unknown option `{other}`; expected `profile = N`, `max_variants = N`, `speculate = bool` or `dynamic(names)`"
+                        ),
+                    ));
+                }
+            }
+            if !input.is_empty() {
+                input.parse::<Token![,]>()?;
+            }
+        }
+        Ok(o)
+    }
+}
+
+/// Parses the attribute's arguments.
+pub(crate) fn parse(args: TokenStream) -> syn::Result<Options> {
+    syn::parse2(args)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use quote::quote;
+
+    #[test]
+    fn parses_every_option_and_rejects_unknown_ones() {
+        let o = parse(quote!(profile = 3, max_variants = 4, speculate = true, dynamic(lr, beta))).unwrap();
+        assert_eq!((o.profile, o.max_variants, o.speculate), (3, 4, true));
+        assert_eq!(o.dynamic.len(), 2);
+        assert!(parse(quote!(fast = 1)).unwrap_err().to_string().contains("unknown option `fast`"));
+        assert!(parse(quote!(profile = 0)).unwrap_err().to_string().contains("at least 1"));
+    }
+}

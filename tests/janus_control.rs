@@ -1,0 +1,189 @@
+//! Control flow stays host code around staged blocks: branches on tensor values read by
+//! `item()`/`to_bool()`, loops with data-dependent trip counts, early `return` and `?`,
+//! recursion over a tree (TreeRNN-style) with gradients, and generic functions.
+
+use janus::prelude::*;
+
+fn close(a: &Tensor, b: &Tensor) -> bool {
+    let (x, y) = (a.to_vec::<f64>(), b.to_vec::<f64>());
+    x.len() == y.len() && x.iter().zip(&y).all(|(p, q)| (p - q).abs() <= 1e-6 * (1.0 + q.abs()))
+}
+
+/// Calls `f` eagerly and staged (several times, so profiling, recording and replay all run) on
+/// each argument and requires equal results.
+fn same<A, R: std::fmt::Debug>(args: &[A], f: impl Fn(&A) -> R, eq: impl Fn(&R, &R) -> bool) {
+    for (i, a) in args.iter().enumerate() {
+        let want = janus::with_mode(Mode::Eager, || f(a));
+        for call in 0..4 {
+            let got = f(a);
+            assert!(eq(&got, &want), "argument {i}, call {call}: {got:?} vs eager {want:?}");
+        }
+    }
+}
+
+#[janus]
+fn normalize(x: &Tensor) -> Tensor {
+    let n = x.square().sum_all().sqrt();
+    let big = n.gt_scalar(1.0).to_bool();
+    if big {
+        let y = x / &n;
+        y.tanh()
+    } else {
+        x * 2.0
+    }
+}
+
+#[janus]
+fn halve_until_small(x: &Tensor) -> (Tensor, usize) {
+    let mut y = x.clone();
+    let mut steps = 0;
+    while y.abs().max_all().item() > 1.0 {
+        y = &y * 0.5 + 0.01;
+        steps += 1;
+    }
+    (y, steps)
+}
+
+fn validate(t: &Tensor) -> Result<Tensor, String> {
+    if t.max_all().item() > 100.0 { Err("too large".into()) } else { Ok(t.clone()) }
+}
+
+#[janus]
+fn checked(x: &Tensor) -> Result<Tensor, String> {
+    let m = x.min_all();
+    if m.item() < 0.0 {
+        return Err("negative".into());
+    }
+    let y = x.sqrt() * 2.0;
+    let z = validate(&y)?;
+    Ok(z + 1.0)
+}
+
+#[test]
+fn branches_loops_return_and_question_mark() {
+    let xs = [Tensor::from_vec(vec![0.1f32, 0.2, 0.1], [3]), Tensor::from_vec(vec![3.0f32, -4.0, 1.0], [3])];
+    same(&xs, normalize, close);
+    let big = [
+        Tensor::from_vec(vec![5.0f32, -9.0], [2]),
+        Tensor::from_vec(vec![40.0f32, 3.0], [2]),
+        Tensor::from_vec(vec![0.5f32, 0.2], [2]),
+    ];
+    same(&big, halve_until_small, |a, b| close(&a.0, &b.0) && a.1 == b.1);
+    let inputs = [
+        Tensor::from_vec(vec![1.0f32, 4.0], [2]),
+        Tensor::from_vec(vec![-1.0f32, 4.0], [2]),
+        Tensor::from_vec(vec![1.0e6f32, 4.0], [2]),
+    ];
+    same(&inputs, checked, |a, b| match (a, b) {
+        (Ok(x), Ok(y)) => close(x, y),
+        (Err(x), Err(y)) => x == y,
+        _ => false,
+    });
+    let s = janus::stats();
+    assert!(s.function("normalize").any(|f| f.hits > 0), "{}", janus::explain());
+    assert!(s.function("checked").any(|f| f.hits > 0), "{}", janus::explain());
+}
+
+/// A binary tree of word ids.
+enum Tree {
+    Leaf(i64),
+    Node(Box<Tree>, Box<Tree>),
+}
+
+#[derive(Module)]
+struct TreeRnn {
+    emb: Tensor,
+    wl: Tensor,
+    wr: Tensor,
+    b: Tensor,
+}
+
+#[janus]
+fn encode(t: &Tree, p: &TreeRnn) -> Tensor {
+    match t {
+        Tree::Leaf(w) => {
+            let idx = Tensor::from_vec(vec![*w], [1]);
+            p.emb.index_select(0, &idx).tanh()
+        }
+        Tree::Node(l, r) => {
+            let a = encode(l, p);
+            let b = encode(r, p);
+            (a.matmul(&p.wl) + b.matmul(&p.wr) + &p.b).tanh()
+        }
+    }
+}
+
+fn tree(seed: u64, depth: u32) -> Tree {
+    if depth == 0 || seed % 3 == 0 {
+        Tree::Leaf((seed % 7) as i64)
+    } else {
+        Tree::Node(Box::new(tree(seed / 3 + 11, depth - 1)), Box::new(tree(seed * 7 + 5, depth - 1)))
+    }
+}
+
+#[test]
+fn recursion_over_a_tree_with_gradients() {
+    janus::manual_seed(9);
+    let p = TreeRnn {
+        emb: (Tensor::randn([7, 5]) * 0.5).requires_grad(),
+        wl: (Tensor::randn([5, 5]) * 0.5).requires_grad(),
+        wr: (Tensor::randn([5, 5]) * 0.5).requires_grad(),
+        b: Tensor::zeros([5]).requires_grad(),
+    };
+    for seed in [4u64, 17, 29, 101, 4, 17] {
+        let t = tree(seed, 4);
+        let loss = |h: Tensor| h.square().sum_all();
+        let (ge, le) = janus::with_mode(Mode::Eager, || {
+            let l = loss(encode(&t, &p));
+            (l.backward(), l.item())
+        });
+        let l = loss(encode(&t, &p));
+        let g = l.backward();
+        assert!((l.item() - le).abs() <= 1e-5 * le.abs().max(1.0));
+        for w in p.tensors() {
+            match (g.get(&w), ge.get(&w)) {
+                (Some(a), Some(b)) => assert!(close(a, b), "seed {seed}"),
+                (a, b) => assert_eq!(a.is_some(), b.is_some(), "seed {seed}"),
+            }
+        }
+    }
+    assert!(janus::stats().function("encode").any(|f| f.hits > 0), "{}", janus::explain());
+}
+
+trait Activation: Default {
+    fn apply(&self, x: &Tensor) -> Tensor;
+}
+
+#[derive(Default)]
+struct TanhAct;
+impl Activation for TanhAct {
+    fn apply(&self, x: &Tensor) -> Tensor {
+        x.tanh()
+    }
+}
+
+#[derive(Default)]
+struct ReluAct;
+impl Activation for ReluAct {
+    fn apply(&self, x: &Tensor) -> Tensor {
+        x.relu()
+    }
+}
+
+#[janus]
+fn activate<A: Activation>(x: &Tensor) -> Tensor {
+    let y = A::default().apply(x);
+    y * 2.0 + 1.0
+}
+
+#[test]
+fn generic_function_caches_do_not_cross_types() {
+    let x = Tensor::from_vec(vec![-1.0f32, 0.5, 2.0], [3]);
+    for _ in 0..5 {
+        assert!(close(&activate::<TanhAct>(&x), &(x.tanh() * 2.0 + 1.0)));
+        assert!(close(&activate::<ReluAct>(&x), &(x.relu() * 2.0 + 1.0)));
+    }
+    let f: Vec<_> = janus::stats().function("activate").cloned().collect();
+    assert_eq!(f.len(), 1);
+    assert_eq!(f[0].variants, 2, "{}", janus::explain());
+}

@@ -1,0 +1,134 @@
+//! An LSTM over a `Vec<Tensor>` sequence with the time loop on the host and `backward()` after
+//! it: equal to eager mode and to the PyTorch reference numbers, and the loop body over `xs[t]`
+//! compiles at most two variants for 32 time steps (inputs are places, DESIGN §13 rule 1).
+
+use janus::prelude::*;
+
+#[derive(Module, Clone)]
+struct Lstm {
+    wx: Tensor,
+    wh: Tensor,
+    b: Tensor,
+    wy: Tensor,
+    by: Tensor,
+}
+
+#[janus]
+fn loss_and_grads(m: &Lstm, xs: &[Tensor], ys: &[Tensor]) -> (f64, Vec<Tensor>) {
+    let (bsz, hid) = (xs[0].dims()[0], m.wh.dims()[0]);
+    let dtype = m.wh.dtype();
+    let mut h = Tensor::zeros_dtype([bsz, hid], dtype);
+    let mut c = Tensor::zeros_dtype([bsz, hid], dtype);
+    let mut loss = Tensor::scalar_dtype(0.0, dtype);
+    for t in 0..xs.len() {
+        let g = xs[t].matmul(&m.wx) + h.matmul(&m.wh) + &m.b;
+        let [i, f, gg, o] = g.chunk::<4>(1);
+        c = f.sigmoid() * &c + i.sigmoid() * gg.tanh();
+        h = o.sigmoid() * c.tanh();
+        loss = loss + (h.matmul(&m.wy) + &m.by).cross_entropy(&ys[t]);
+    }
+    let loss = loss / xs.len() as f64;
+    let grads = loss.backward();
+    let gs =
+        vec![&m.wx, &m.wh, &m.b, &m.wy, &m.by].into_iter().map(|p| grads.get(p).unwrap().clone()).collect();
+    (loss.item_f64(), gs)
+}
+
+fn closed_form(dtype: DType) -> (Lstm, Vec<Tensor>, Vec<Tensor>) {
+    let (t_len, b, v, h) = (3, 2, 5, 4);
+    let p = |rows: usize, cols: usize, f: &dyn Fn(f64, f64) -> f64| {
+        let vals: Vec<f64> = (0..rows * cols).map(|k| f((k / cols) as f64, (k % cols) as f64)).collect();
+        let shape: Vec<usize> = if rows == 1 { vec![cols] } else { vec![rows, cols] };
+        Tensor::from_vec(vals, shape).to_dtype(dtype).requires_grad()
+    };
+    let m = Lstm {
+        wx: p(v, 4 * h, &|i, j| 0.1 * (7.0 * i + 3.0 * j + 1.0).sin()),
+        wh: p(h, 4 * h, &|i, j| 0.1 * (5.0 * i + 11.0 * j + 2.0).cos()),
+        b: p(1, 4 * h, &|_, j| 0.05 * (3.0 * j + 0.5).sin()),
+        wy: p(h, v, &|i, j| 0.1 * (2.0 * i + 13.0 * j + 3.0).sin()),
+        by: p(1, v, &|_, j| 0.05 * (j + 0.25).cos()),
+    };
+    let tok = |t: usize| {
+        Tensor::from_vec(
+            (0..b).map(|bb| ((7 * t + 13 * bb + (t * bb) % 5) % v) as i64).collect::<Vec<_>>(),
+            [b],
+        )
+    };
+    let xs = (0..t_len).map(|t| tok(t).one_hot_dtype(v, dtype)).collect();
+    let ys = (0..t_len).map(|t| tok(t + 1)).collect();
+    (m, xs, ys)
+}
+
+fn norm(t: &Tensor) -> f64 {
+    t.to_vec::<f64>().iter().map(|v| v * v).sum::<f64>().sqrt()
+}
+
+#[test]
+fn matches_eager_and_pytorch_over_many_calls() {
+    let want_norms = [
+        6.663382311345195e-03,
+        3.5537792159304856e-05,
+        8.218633092877688e-03,
+        8.500274869945847e-03,
+        3.684207014362452e-01,
+    ];
+    for (dtype, tol) in [(DType::F64, 1e-9), (DType::F32, 1e-5)] {
+        let (m, xs, ys) = closed_form(dtype);
+        let (le, ge) = janus::with_mode(Mode::Eager, || loss_and_grads(&m, &xs, &ys));
+        for call in 0..6 {
+            let (l, g) = loss_and_grads(&m, &xs, &ys);
+            let rel = |a: f64, b: f64| ((a - b) / b).abs();
+            assert!(rel(l, 1.6152220273211306) <= tol, "{dtype} call {call}: loss {l}");
+            assert!(rel(l, le) <= tol, "{dtype} call {call}: janus {l} vs eager {le}");
+            for (k, (gj, gw)) in g.iter().zip(&ge).enumerate() {
+                assert!(rel(norm(gj), want_norms[k]) <= tol, "{dtype} call {call}: |grad {k}| {}", norm(gj));
+                assert!(rel(norm(gj), norm(gw)) <= tol.max(1e-12));
+            }
+        }
+    }
+    let hits: u64 = janus::stats().function("loss_and_grads").map(|f| f.hits).sum();
+    assert!(hits > 0, "{}", janus::explain());
+}
+
+#[janus]
+fn lstm_forward(m: &Lstm, xs: &[Tensor]) -> Tensor {
+    let (bsz, hid) = (xs[0].dims()[0], m.wh.dims()[0]);
+    let mut h = Tensor::zeros([bsz, hid]);
+    let mut c = Tensor::zeros([bsz, hid]);
+    for t in 0..xs.len() {
+        let g = xs[t].matmul(&m.wx) + h.matmul(&m.wh) + &m.b;
+        let [i, f, gg, o] = g.chunk::<4>(1);
+        c = f.sigmoid() * &c + i.sigmoid() * gg.tanh();
+        h = o.sigmoid() * c.tanh();
+    }
+    h
+}
+
+#[test]
+fn loop_body_over_xs_t_compiles_at_most_two_variants_for_32_steps() {
+    janus::manual_seed(4);
+    let m = Lstm {
+        wx: Tensor::randn([7, 16]) * 0.3,
+        wh: Tensor::randn([4, 16]) * 0.3,
+        b: Tensor::zeros([16]),
+        wy: Tensor::zeros([4, 7]),
+        by: Tensor::zeros([7]),
+    };
+    let xs: Vec<Tensor> = (0..32).map(|_| Tensor::randn([3, 7])).collect();
+    let want = janus::with_mode(Mode::Eager, || lstm_forward(&m, &xs));
+    for _ in 0..3 {
+        let got = lstm_forward(&m, &xs);
+        let err = got
+            .to_vec::<f32>()
+            .iter()
+            .zip(want.to_vec::<f32>())
+            .map(|(a, b)| (a - b).abs())
+            .fold(0.0, f32::max);
+        assert!(err < 1e-5, "{err}");
+    }
+    let s = janus::stats();
+    let body: Vec<_> = s.function("lstm_forward").filter(|f| f.calls >= 32 * 3).collect();
+    assert_eq!(body.len(), 1, "{}", janus::explain());
+    assert!(body[0].variants <= 2 && body[0].hits > 60, "{}", janus::explain());
+    println!("{}", janus::explain());
+}
