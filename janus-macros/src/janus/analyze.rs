@@ -15,6 +15,8 @@ pub(crate) struct Env {
     pub(crate) level: HashMap<String, usize>,
     /// Locals known to hold references (so a mutation through them is visible to others).
     pub(crate) references: HashSet<String>,
+    /// Locals bound mutably (only those can be mutated by a block, and restored).
+    pub(crate) mutable: HashSet<String>,
     /// Non-`move` closures bound to a name, copied into later blocks that call them (rule 4).
     pub(crate) closures: HashMap<String, Stmt>,
     /// The level of the statement list being transformed.
@@ -37,6 +39,7 @@ impl Env {
     pub(crate) fn declare(&mut self, name: String) {
         self.closures.remove(&name);
         self.references.remove(&name);
+        self.mutable.remove(&name);
         self.level.insert(name, self.depth);
     }
 }

@@ -20,30 +20,49 @@ pub(crate) struct Ctx {
     pub(crate) next: u32,
 }
 
-/// Makes every plain binding mutable (parameters, `self`, `let` and `for` patterns), so the
-/// replay can restore a local through `&mut` whatever its declared mutability; the function
-/// allows `unused_mut`.
+/// Makes top-level bindings mutable (parameters, `let` and `for` patterns that are a plain
+/// name), so the replay can restore such a local through `&mut` whatever its declared
+/// mutability; the function allows `unused_mut`. Names inside destructuring patterns are left
+/// alone (default binding modes forbid `mut` there): those are restored only if the user
+/// declared them `mut`.
 struct MakeMut;
 
+fn make_mut(p: &mut Pat) {
+    match p {
+        Pat::Ident(i) if i.by_ref.is_none() && i.subpat.is_none() && i.ident != "self" => {
+            i.mutability.get_or_insert_with(Default::default);
+        }
+        Pat::Type(t) => make_mut(&mut t.pat),
+        _ => {}
+    }
+}
+
 impl VisitMut for MakeMut {
-    fn visit_pat_ident_mut(&mut self, p: &mut syn::PatIdent) {
-        if p.by_ref.is_none() && p.ident != "self" {
-            p.mutability.get_or_insert_with(Default::default);
-        }
-        syn::visit_mut::visit_pat_ident_mut(self, p);
+    fn visit_local_mut(&mut self, l: &mut syn::Local) {
+        make_mut(&mut l.pat);
+        syn::visit_mut::visit_local_mut(self, l);
     }
-    fn visit_expr_closure_mut(&mut self, c: &mut syn::ExprClosure) {
-        // Closure parameters are not restored; leave them alone.
-        self.visit_expr_mut(&mut c.body);
-    }
-    fn visit_arm_mut(&mut self, a: &mut syn::Arm) {
-        // Match bindings may be by reference through default binding modes; leave them alone.
-        if let Some((_, g)) = &mut a.guard {
-            self.visit_expr_mut(g);
-        }
-        self.visit_expr_mut(&mut a.body);
+    fn visit_expr_for_loop_mut(&mut self, f: &mut syn::ExprForLoop) {
+        make_mut(&mut f.pat);
+        syn::visit_mut::visit_expr_for_loop_mut(self, f);
     }
     fn visit_item_mut(&mut self, _: &mut syn::Item) {}
+}
+
+/// Names a pattern binds mutably (after [`MakeMut`]).
+fn mutable_names(p: &Pat) -> Vec<String> {
+    struct Muts(Vec<String>);
+    impl<'a> syn::visit::Visit<'a> for Muts {
+        fn visit_pat_ident(&mut self, p: &'a syn::PatIdent) {
+            if p.mutability.is_some() {
+                self.0.push(p.ident.to_string());
+            }
+            syn::visit::visit_pat_ident(self, p);
+        }
+    }
+    let mut m = Muts(Vec::new());
+    syn::visit::Visit::visit_pat(&mut m, p);
+    m.0
 }
 
 /// Rewrites the function: bindings made mutable, every block's statement lists transformed.
@@ -54,19 +73,21 @@ pub(crate) fn function(mut f: ItemFn, ctx: &mut Ctx) -> ItemFn {
             FnArg::Receiver(r) => {
                 env.declare("self".into());
                 env.references.insert("self".into());
+                env.mutable.insert("self".into());
                 // `&mut self` becomes `mut self: &mut Self`: same receiver, mutable binding.
                 r.mutability = Some(Default::default());
                 r.reference = None;
                 r.colon_token = Some(Default::default());
             }
             FnArg::Typed(t) => {
-                MakeMut.visit_pat_mut(&mut t.pat);
+                make_mut(&mut t.pat);
                 for n in pattern_names(&t.pat) {
                     env.declare(n.to_string());
                     if matches!(*t.ty, syn::Type::Reference(_)) {
                         env.references.insert(n.to_string());
                     }
                 }
+                env.mutable.extend(mutable_names(&t.pat));
             }
         }
     }
@@ -116,6 +137,7 @@ fn block(b: &mut Block, parent: &Env, ctx: &mut Ctx) {
             for n in pattern_names(&l.pat) {
                 env.declare(n.to_string());
             }
+            env.mutable.extend(mutable_names(&l.pat));
             if let (Pat::Ident(p), Some(init)) = (strip_type(&l.pat), &l.init) {
                 match &*init.expr {
                     Expr::Reference(_) => {
@@ -154,8 +176,11 @@ fn block(b: &mut Block, parent: &Env, ctx: &mut Ctx) {
     b.stmts = out;
 }
 
+/// A tail expression worth staging: static, and more than a bare local (`y`), which the run
+/// before it already leaves behind.
 fn is_tail_static(e: &Expr, env: &Env) -> bool {
-    classify(&Stmt::Expr(e.clone(), Some(Default::default())), env) == Kind::Static
+    !matches!(e, Expr::Path(_))
+        && classify(&Stmt::Expr(e.clone(), Some(Default::default())), env) == Kind::Static
 }
 
 fn strip_type(p: &Pat) -> &Pat {
@@ -200,6 +225,7 @@ fn control_expr(e: &mut Expr, env: &Env, ctx: &mut Ctx) {
             for n in pattern_names(&f.pat) {
                 inner.declare(n.to_string());
             }
+            inner.mutable.extend(mutable_names(&f.pat));
             block(&mut f.body, &inner, ctx);
         }
         Expr::Loop(l) => block(&mut l.body, env, ctx),
@@ -307,7 +333,7 @@ fn fragment(
             .push(quote! { (&&&::janus::rt::Witness::of(&#id)).inout_restore(&mut #id, &mut __janus_out); });
     }
     for (d, w) in defined.iter().zip(&witnesses) {
-        let name = d.to_string();
+        let name = if d == "__janus_tail" { "return value".to_string() } else { d.to_string() };
         exit_outputs.push(quote! { (&&&#w).output(&#d, #name) });
     }
     let takes = values.iter().zip(&witnesses).map(|(v, w)| quote! { #v = (&&&#w).take(&mut __janus_out); });

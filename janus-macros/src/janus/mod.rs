@@ -68,17 +68,4 @@ fn with_original(err: syn::Error, item: TokenStream) -> TokenStream {
 }
 
 #[cfg(test)]
-mod debug_tests {
-    #[test]
-    fn expand_normalize() {
-        let src: proc_macro2::TokenStream = "fn normalize(x: &Tensor) -> Tensor {
-            let n = x.square().sum_all().sqrt();
-            let big = n.gt_scalar(1.0).to_bool();
-            if big { let y = x / &n; y.tanh() } else { x * 2.0 }
-        }"
-        .parse()
-        .unwrap();
-        let out = super::expand(proc_macro2::TokenStream::new(), src);
-        println!("{out}");
-    }
-}
+mod snapshots;

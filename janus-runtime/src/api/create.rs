@@ -26,66 +26,79 @@ impl Tensor {
     }
 
     /// A rank-0 `f32` tensor.
+    #[track_caller]
     pub fn scalar(value: f32) -> Tensor {
         Tensor::scalar_dtype(value as f64, DType::F32)
     }
 
     /// A rank-0 tensor of `dtype`.
+    #[track_caller]
     pub fn scalar_dtype(value: f64, dtype: DType) -> Tensor {
         Tensor::full_dtype(Shape::scalar(), value, dtype)
     }
 
     /// A tensor of `dtype` with every element equal to `value`.
+    #[track_caller]
     pub fn full_dtype(shape: impl Into<Shape>, value: f64, dtype: DType) -> Tensor {
         apply(Op::Full(Full { shape: shape.into(), dtype, value: F64Bits::new(value) }), &[])
     }
 
     /// An `f32` tensor with every element equal to `value`.
+    #[track_caller]
     pub fn full(shape: impl Into<Shape>, value: f64) -> Tensor {
         Tensor::full_dtype(shape, value, DType::F32)
     }
 
     /// `f32` zeros.
+    #[track_caller]
     pub fn zeros(shape: impl Into<Shape>) -> Tensor {
         Tensor::full(shape, 0.0)
     }
 
     /// `f32` ones.
+    #[track_caller]
     pub fn ones(shape: impl Into<Shape>) -> Tensor {
         Tensor::full(shape, 1.0)
     }
 
     /// Zeros of `dtype`.
+    #[track_caller]
     pub fn zeros_dtype(shape: impl Into<Shape>, dtype: DType) -> Tensor {
         Tensor::full_dtype(shape, 0.0, dtype)
     }
 
     /// Zeros with this tensor's shape and dtype.
+    #[track_caller]
     pub fn zeros_like(t: &Tensor) -> Tensor {
         Tensor::full_dtype(t.shape(), 0.0, t.dtype())
     }
 
     /// Ones with this tensor's shape and dtype.
+    #[track_caller]
     pub fn ones_like(t: &Tensor) -> Tensor {
         Tensor::full_dtype(t.shape(), 1.0, t.dtype())
     }
 
     /// `value` everywhere, with this tensor's shape and dtype.
+    #[track_caller]
     pub fn full_like(t: &Tensor, value: f64) -> Tensor {
         Tensor::full_dtype(t.shape(), value, t.dtype())
     }
 
     /// `[0, 1, ..., n - 1]` as `i64`.
+    #[track_caller]
     pub fn arange(n: usize) -> Tensor {
         apply(Op::Arange(Arange { n }), &[])
     }
 
     /// Standard normal `f32` samples from the thread's Philox stream.
+    #[track_caller]
     pub fn randn(shape: impl Into<Shape>) -> Tensor {
         Tensor::randn_dtype(shape, DType::F32)
     }
 
     /// Uniform `[0, 1)` `f32` samples from the thread's Philox stream.
+    #[track_caller]
     pub fn rand(shape: impl Into<Shape>) -> Tensor {
         Tensor::rand_dtype(shape, DType::F32)
     }

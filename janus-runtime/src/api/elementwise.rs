@@ -46,6 +46,23 @@ unary_methods! {
     logical_not => Not;
 }
 
+/// A rank-0 float operand takes the other operand's float dtype (PyTorch's promotion rule for
+/// 0-dim tensors), so `f32_tensor * dynamic_f64_scalar` works; shaped operands of different
+/// dtypes are still an error.
+#[track_caller]
+fn promote_scalar<'a>(
+    a: &'a Tensor,
+    b: &'a Tensor,
+) -> (std::borrow::Cow<'a, Tensor>, std::borrow::Cow<'a, Tensor>) {
+    use std::borrow::Cow;
+    let floats = a.dtype().is_float() && b.dtype().is_float() && a.dtype() != b.dtype();
+    match (floats, a.rank(), b.rank()) {
+        (true, 0, r) if r > 0 => (Cow::Owned(a.to_dtype(b.dtype())), Cow::Borrowed(b)),
+        (true, r, 0) if r > 0 => (Cow::Borrowed(a), Cow::Owned(b.to_dtype(a.dtype()))),
+        _ => (Cow::Borrowed(a), Cow::Borrowed(b)),
+    }
+}
+
 macro_rules! binary_methods {
     ($($(#[$doc:meta])* $name:ident => $op:expr;)*) => {
         impl Tensor {
@@ -53,7 +70,8 @@ macro_rules! binary_methods {
                 $(#[$doc])*
                 #[track_caller]
                 pub fn $name(&self, other: &Tensor) -> Tensor {
-                    apply($op, &[self, other])
+                    let (a, b) = promote_scalar(self, other);
+                    apply($op, &[&a, &b])
                 }
             )*
         }
@@ -120,6 +138,7 @@ scalar_compare_methods! {
 
 impl Tensor {
     /// A rank-0 tensor of this tensor's dtype (for scalar operands).
+    #[track_caller]
     pub(crate) fn scalar_like(&self, value: f64) -> Tensor {
         Tensor::scalar_dtype(value, self.dtype())
     }

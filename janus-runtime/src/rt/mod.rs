@@ -39,6 +39,7 @@ impl DynamicScalar for f64 {
 }
 
 /// `value` as a tracked scalar tensor (see [`DynamicScalar`]).
+#[track_caller]
 pub fn dynamic_scalar<S: DynamicScalar>(value: S) -> Tensor {
     value.to_tensor()
 }

@@ -1,0 +1,265 @@
+//! Keys, guards and the hard cases of DESIGN §13: changing shapes and the variant limit,
+//! aliasing, grad mode, opaque inputs, closures, host scalars, in-out locals, impure
+//! constants, inline recursion, panics inside a recording, and dynamic scalars.
+
+use janus::prelude::*;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+fn vals(t: &Tensor) -> Vec<f64> {
+    t.to_vec::<f64>()
+}
+
+fn close(a: &Tensor, b: &Tensor) -> bool {
+    let (x, y) = (vals(a), vals(b));
+    x.len() == y.len() && x.iter().zip(&y).all(|(p, q)| (p - q).abs() <= 1e-6 * (1.0 + q.abs()))
+}
+
+fn frag(name: &str) -> Vec<janus::rt::FragmentStats> {
+    janus::stats().function(name).cloned().collect()
+}
+
+#[janus(max_variants = 3)]
+fn scaled_tanh(x: &Tensor) -> Tensor {
+    let y = (x * 1.5).tanh() + 0.5;
+    y
+}
+
+#[test]
+fn changing_shapes_compile_variants_up_to_the_limit() {
+    let shapes = [[2, 3], [4, 3], [2, 5], [7, 1], [9, 9]];
+    for round in 0..4 {
+        for s in shapes {
+            let x = Tensor::ones(s) * 0.25;
+            assert!(close(&scaled_tanh(&x), &((&x * 1.5).tanh() + 0.5)), "round {round} shape {s:?}");
+        }
+    }
+    let f = &frag("scaled_tanh")[0];
+    assert_eq!(f.variants, 3, "{}", janus::explain());
+    assert!(f.hits >= 3, "old variants keep serving their keys: {}", janus::explain());
+    let limit: u64 = f.eager.iter().filter(|(r, _)| r.contains("variant limit (3)")).map(|(_, n)| n).sum();
+    assert_eq!(limit, 8, "two unseen shapes, four rounds: {}", janus::explain());
+    assert!(janus::explain().contains("variant limit (3) reached: `x` differs between calls"));
+}
+
+#[janus]
+fn affine(a: &Tensor, b: &Tensor) -> Tensor {
+    let y = a * 2.0 + b;
+    y
+}
+
+#[test]
+fn aliased_inputs_get_their_own_variant() {
+    let w = Tensor::from_vec(vec![1.0f32, 2.0], [2]);
+    let v = Tensor::from_vec(vec![10.0f32, 20.0], [2]);
+    for _ in 0..4 {
+        assert_eq!(vals(&affine(&w, &w)), [3.0, 6.0]);
+    }
+    for _ in 0..4 {
+        assert_eq!(vals(&affine(&w, &v)), [12.0, 24.0]);
+        assert_eq!(vals(&affine(&w, &w)), [3.0, 6.0]);
+    }
+    assert_eq!(frag("affine")[0].variants, 2, "{}", janus::explain());
+}
+
+#[janus]
+fn cubed(x: &Tensor) -> Tensor {
+    let y = x.tanh() * x.square();
+    y
+}
+
+#[test]
+fn no_grad_variants_never_serve_calls_that_need_gradients() {
+    let x = Tensor::from_vec(vec![0.3f64, -0.7], [2]).requires_grad();
+    for _ in 0..4 {
+        let y = no_grad(|| cubed(&x));
+        assert!(!y.needs_grad());
+    }
+    for _ in 0..4 {
+        let y = cubed(&x);
+        let g = y.sum_all().backward();
+        let e = janus::with_mode(Mode::Eager, || cubed(&x)).sum_all().backward();
+        assert!(close(g.get(&x).unwrap(), e.get(&x).unwrap()));
+    }
+    assert_eq!(frag("cubed")[0].variants, 2, "{}", janus::explain());
+}
+
+/// Host state a graph cannot key: an RNG.
+struct Lcg(u64);
+impl Lcg {
+    fn next_f64(&mut self) -> f64 {
+        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        (self.0 >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+#[janus]
+fn jitter(x: &Tensor, rng: &mut Lcg) -> Tensor {
+    let y = x + rng.next_f64();
+    y
+}
+
+#[test]
+fn opaque_inputs_run_eagerly_and_host_state_advances() {
+    let x = Tensor::zeros([2]);
+    let mut rng = Lcg(1);
+    let mut reference = Lcg(1);
+    for _ in 0..6 {
+        let y = jitter(&x, &mut rng);
+        let want = reference.next_f64();
+        assert!((vals(&y)[0] - want).abs() < 1e-6);
+    }
+    let f = &frag("jitter")[0];
+    assert_eq!(f.hits, 0);
+    assert!(f.eager.keys().any(|r| r.contains("opaque input `rng`")), "{}", janus::explain());
+}
+
+#[janus]
+fn closures_and_iterators(xs: &[Tensor], scale: f64) -> Tensor {
+    let sq = |t: &Tensor| t.square() * scale;
+    let parts: Vec<Tensor> = xs.iter().map(sq).collect();
+    parts.iter().fold(Tensor::zeros([2]), |acc, p| acc + p)
+}
+
+#[test]
+fn closure_and_iterator_chain_in_a_static_block() {
+    let xs = vec![Tensor::from_vec(vec![1.0f32, 2.0], [2]), Tensor::from_vec(vec![3.0f32, -1.0], [2])];
+    for _ in 0..4 {
+        assert_eq!(vals(&closures_and_iterators(&xs, 0.5)), [5.0, 2.5]);
+    }
+    assert!(frag("closures_and_iterators").iter().any(|f| f.hits > 0), "{}", janus::explain());
+}
+
+#[janus(max_variants = 4)]
+fn sgd_constant_lr(w: &Tensor, g: &Tensor, lr: f64) -> Tensor {
+    let w2 = w - g * lr;
+    w2
+}
+
+#[janus(dynamic(lr))]
+fn sgd_dynamic_lr(w: &Tensor, g: &Tensor, lr: f64) -> Tensor {
+    let w2 = w - g * lr;
+    w2
+}
+
+#[test]
+fn host_scalars_key_the_cache_unless_dynamic() {
+    let w = Tensor::from_vec(vec![1.0f64, 2.0], [2]);
+    let g = Tensor::from_vec(vec![0.5f64, -1.0], [2]);
+    for k in 0..12 {
+        let lr = 0.1 / (1.0 + k as f64);
+        let want = [1.0 - 0.5 * lr, 2.0 + lr];
+        assert_eq!(vals(&sgd_constant_lr(&w, &g, lr)), want);
+        assert_eq!(vals(&sgd_dynamic_lr(&w, &g, lr)), want);
+    }
+    let constant = &frag("sgd_constant_lr")[0];
+    assert_eq!(constant.variants, 0, "a new key every call never agrees twice: {}", janus::explain());
+    assert!(janus::explain().contains("`lr` differs between calls"), "{}", janus::explain());
+    let dynamic = &frag("sgd_dynamic_lr")[0];
+    assert_eq!((dynamic.variants, dynamic.compiles), (1, 1), "{}", janus::explain());
+    assert_eq!(dynamic.hits, 10);
+}
+
+#[janus]
+fn collect_states(xs: &[Tensor]) -> Vec<Tensor> {
+    let mut hs = Vec::new();
+    let mut h = Tensor::zeros([2]);
+    for t in 0..xs.len() {
+        h = (&h + &xs[t]).tanh();
+        hs.push(h.clone());
+    }
+    hs
+}
+
+#[test]
+fn in_out_locals_are_restored_on_replay() {
+    let xs: Vec<Tensor> = (0..6).map(|k| Tensor::full([2], k as f64 * 0.1)).collect();
+    let want = janus::with_mode(Mode::Eager, || collect_states(&xs));
+    for _ in 0..3 {
+        let got = collect_states(&xs);
+        assert_eq!(got.len(), 6);
+        assert!(got.iter().zip(&want).all(|(a, b)| close(a, b)));
+    }
+    assert!(frag("collect_states").iter().any(|f| f.hits > 0), "{}", janus::explain());
+}
+
+static COUNTER: AtomicU64 = AtomicU64::new(0);
+
+fn next_count() -> f64 {
+    COUNTER.fetch_add(1, Ordering::SeqCst) as f64
+}
+
+#[janus]
+fn impure(x: &Tensor) -> Tensor {
+    let y = x + next_count();
+    y
+}
+
+#[test]
+fn constants_from_impure_code_are_never_baked_in() {
+    let x = Tensor::zeros([1]);
+    let start = COUNTER.load(Ordering::SeqCst) as f64;
+    for k in 0..6 {
+        assert_eq!(vals(&impure(&x)), [start + k as f64]);
+    }
+    let f = &frag("impure")[0];
+    assert_eq!(f.variants, 0);
+    assert!(
+        f.eager.keys().any(|r| r.contains("constant changed between calls at tests/janus_keys.rs")),
+        "{}",
+        janus::explain()
+    );
+}
+
+#[janus]
+fn inner_cell(h: &Tensor) -> Tensor {
+    let y = (h * 0.5).tanh();
+    y
+}
+
+#[janus]
+fn outer_cell(h: &Tensor) -> Tensor {
+    let a = inner_cell(h) + 1.0;
+    let b = inner_cell(&a) * 2.0;
+    b
+}
+
+#[test]
+fn janus_functions_called_inside_a_recording_record_inline() {
+    let h = Tensor::from_vec(vec![0.2f32, -0.4], [2]);
+    let want = janus::with_mode(Mode::Eager, || outer_cell(&h));
+    for _ in 0..5 {
+        assert!(close(&outer_cell(&h), &want));
+    }
+    let outer = &frag("outer_cell")[0];
+    let inner = &frag("inner_cell")[0];
+    assert!(outer.hits >= 3, "{}", janus::explain());
+    // The inner function ran only while the outer block recorded (twice per recording), inline.
+    assert_eq!(inner.hits, 0, "{}", janus::explain());
+    assert_eq!(
+        inner.eager.get("recorded inline by an enclosing graph"),
+        Some(&(2 * outer.traces)),
+        "{}",
+        janus::explain()
+    );
+}
+
+#[janus]
+fn maybe_bad(x: &Tensor, y: &Tensor) -> Tensor {
+    let z = (x + y).exp();
+    z
+}
+
+#[test]
+fn a_panic_inside_a_recording_leaves_later_calls_correct() {
+    let x = Tensor::ones([3]);
+    let bad = Tensor::ones([4]);
+    for _ in 0..3 {
+        let r = std::panic::catch_unwind(|| maybe_bad(&x, &bad));
+        assert!(r.is_err());
+        let y = maybe_bad(&x, &x);
+        assert!(close(&y, &(&x + &x).exp()));
+    }
+    assert!(frag("maybe_bad")[0].hits >= 1, "{}", janus::explain());
+    // Ordinary ops still work on this thread: no recording was left active.
+    assert_eq!(vals(&(&x * 2.0)), [2.0, 2.0, 2.0]);
+}

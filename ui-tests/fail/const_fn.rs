@@ -1,0 +1,8 @@
+use janus::prelude::*;
+
+#[janus]
+const fn three() -> usize {
+    3
+}
+
+fn main() {}

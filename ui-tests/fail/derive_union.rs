@@ -1,0 +1,9 @@
+use janus::prelude::*;
+
+#[derive(Module)]
+union Bits {
+    f: f32,
+    u: u32,
+}
+
+fn main() {}

@@ -1,0 +1,9 @@
+use janus::prelude::*;
+
+#[derive(Module)]
+struct State {
+    h: Tensor,
+    label: String,
+}
+
+fn main() {}

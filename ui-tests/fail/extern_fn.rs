@@ -1,0 +1,8 @@
+use janus::prelude::*;
+
+#[janus]
+extern "C" fn exported(x: f32) -> f32 {
+    x * 2.0
+}
+
+fn main() {}

@@ -1,0 +1,8 @@
+use janus::prelude::*;
+
+#[janus]
+struct Model {
+    w: Tensor,
+}
+
+fn main() {}

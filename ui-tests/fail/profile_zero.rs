@@ -1,0 +1,8 @@
+use janus::prelude::*;
+
+#[janus(profile = 0)]
+fn step(x: &Tensor) -> Tensor {
+    x.exp()
+}
+
+fn main() {}

@@ -1,0 +1,8 @@
+use janus::prelude::*;
+
+#[janus(fast = true)]
+fn step(x: &Tensor) -> Tensor {
+    x.exp()
+}
+
+fn main() {}
