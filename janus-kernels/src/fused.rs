@@ -237,7 +237,7 @@ pub fn run<T: Scratch>(prog: &Program, shape: &[usize], inputs: &[Input<T>], out
             Input::Bool(s) => Reader::Bool(StridedReader::new(shape, *s)),
         })
         .collect();
-    if n < PARALLEL_MIN || rayon::current_num_threads() < 2 {
+    if n < PARALLEL_MIN || !crate::parallel::allowed() {
         run_range(prog, &readers, 0, outputs);
         return;
     }

@@ -14,6 +14,7 @@ pub mod dtype;
 pub mod fused;
 pub mod index;
 pub mod matmul;
+pub mod parallel;
 pub mod philox;
 pub mod reduce;
 pub mod simd_math;

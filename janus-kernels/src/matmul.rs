@@ -115,7 +115,7 @@ pub fn matmul<T: Float>(
             )
         }
     };
-    let threads = rayon::current_num_threads();
+    let threads = if crate::parallel::allowed() { rayon::current_num_threads() } else { 1 };
     if batch > 1 && flops * batch >= PARALLEL_MIN_FLOPS && threads > 1 {
         dst.par_chunks_mut(m * n).enumerate().for_each(|(b, d)| one(b, d, Parallelism::None));
     } else {

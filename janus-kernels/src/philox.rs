@@ -105,7 +105,7 @@ fn fill<T: RandomFloat>(key: u64, counter: u64, out: &mut [T], draw: fn([u32; 4]
             draw(block(key, first.wrapping_add(bi as u64)), piece);
         }
     };
-    if out.len() > 4 * per_chunk {
+    if out.len() > 4 * per_chunk && crate::parallel::allowed() {
         out.par_chunks_mut(per_chunk).enumerate().for_each(|(i, c)| work(i, c));
     } else {
         out.chunks_mut(per_chunk).enumerate().for_each(|(i, c)| work(i, c));

@@ -41,7 +41,7 @@ fn per_outer<T: Float, O: Send>(
     if out_block == 0 || d.outer == 0 {
         return;
     }
-    if src.len() >= PAR_MIN && d.outer > 1 {
+    if src.len() >= PAR_MIN && d.outer > 1 && crate::parallel::allowed() {
         out.par_chunks_mut(out_block).zip(src.par_chunks(in_block.max(1))).for_each(|(o, s)| f(s, o));
     } else if in_block == 0 {
         out.chunks_mut(out_block).for_each(|o| f(&[], o));

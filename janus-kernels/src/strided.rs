@@ -130,7 +130,7 @@ fn walk<const N: usize>(
 /// Runs `work(range, out_chunk)` over `out`, split across rayon tasks when it is large.
 fn drive<O: Send>(out: &mut [O], min_par: usize, work: impl Fn(Range<usize>, &mut [O]) + Sync) {
     let n = out.len();
-    if n < min_par || rayon::current_num_threads() < 2 {
+    if n < min_par || !crate::parallel::allowed() {
         work(0..n, out);
         return;
     }

@@ -26,6 +26,9 @@ pub struct Derivative {
     pub diff_outputs: Vec<usize>,
     /// Graph inputs that receive gradients.
     pub grad_inputs: Vec<usize>,
+    /// Per entry of `grad_inputs`: whether the gradient comes as two outputs `(a, g)` meaning
+    /// `aᵀ·g`, deferred so the caller can sum many of them as one GEMM.
+    pub outer: Vec<bool>,
 }
 
 fn symbolic(ty: &TensorType, needs_grad: bool) -> Tensor {
@@ -104,12 +107,51 @@ pub fn derive(g: &Graph, needs: &[bool]) -> Derivative {
         (0..g.inputs.len()).filter(|&k| grads.contains_key(&input_node(k))).collect();
     let input_grads: Vec<Tensor> =
         grad_inputs.iter().map(|&k| grads.remove(&input_node(k)).unwrap()).collect();
+    // Gradients of the form `aᵀ·g` (a 2-D matmul's right operand) leave as their factors.
+    let mut grad_outputs: Vec<Tensor> = Vec::new();
+    let mut outer = Vec::new();
+    for t in &input_grads {
+        match crate::trace::with_top(|r| outer_factors(r, t)).flatten() {
+            Some((a, b)) => {
+                grad_outputs.extend([a, b]);
+                outer.push(true);
+            }
+            None => {
+                grad_outputs.push(t.clone());
+                outer.push(false);
+            }
+        }
+    }
     let mut outs: Vec<&Tensor> = Vec::new();
     let orig_outputs: Vec<Tensor> = g.outputs.iter().map(|o| syms[o.index()].clone()).collect();
     outs.extend(orig_outputs.iter());
-    outs.extend(input_grads.iter());
+    outs.extend(grad_outputs.iter());
     let combined = rec.finish(&outs).expect("derivation records only ops on known values");
-    split(g, &combined, &cotangent_nodes, diff_outputs, grad_inputs)
+    let mut d = split(g, &combined, &cotangent_nodes, diff_outputs, grad_inputs);
+    d.outer = outer;
+    d
+}
+
+/// If `t` was recorded as `matmul(permute[1, 0](a), g)` of 2-D values, symbolic handles of `a`
+/// and `g`.
+fn outer_factors(r: &mut crate::trace::Recording, t: &Tensor) -> Option<(Tensor, Tensor)> {
+    use crate::ops::Op;
+    let n = r.node_of(t)?;
+    let node = r.builder.node(n).clone();
+    if node.op != NodeOp::Op(Op::MatMul) || node.ty.shape.rank() != 2 {
+        return None;
+    }
+    let lhs = r.builder.node(node.inputs[0]).clone();
+    let NodeOp::Op(Op::Permute(p)) = &lhs.op else { return None };
+    if p.perm.as_slice() != [1, 0] {
+        return None;
+    }
+    let (a_node, g_node) = (lhs.inputs[0], node.inputs[1]);
+    let a = symbolic(&r.builder.node(a_node).ty, false);
+    let g = symbolic(&r.builder.node(g_node).ty, false);
+    r.bind(&a, a_node);
+    r.bind(&g, g_node);
+    Some((a, g))
 }
 
 /// Splits the combined graph: nodes added by the derivation form the backward graph; original
@@ -178,5 +220,5 @@ fn split(
         map.insert(i, id);
     }
     let backward = b.finish(grad_outs.iter().map(|o| map[&o.index()]).collect());
-    Derivative { forward, num_outputs, backward, diff_outputs, grad_inputs }
+    Derivative { forward, num_outputs, backward, diff_outputs, grad_inputs, outer: Vec::new() }
 }

@@ -7,6 +7,7 @@
 //! compiled fragment) bring their own backward.
 
 use crate::error::bail;
+use crate::grad_sum::{GradPart, GradSum};
 use crate::ops::Op;
 use crate::tensor::Tensor;
 use std::cell::Cell;
@@ -48,7 +49,7 @@ pub(crate) trait CustomBackward:
     /// Number of outputs.
     fn num_outputs(&self) -> usize;
     /// Input gradients (one slot per node input) from output cotangents (`None` = zero).
-    fn backward(&self, inputs: &[Tensor], grads: &[Option<Tensor>]) -> Vec<Option<Tensor>>;
+    fn backward(&self, inputs: &[Tensor], grads: &[Option<Tensor>]) -> Vec<Option<GradPart>>;
 }
 
 static NEXT_NODE: AtomicU64 = AtomicU64::new(1);
@@ -192,33 +193,53 @@ fn topo_order(root: &Arc<GradNode>) -> Vec<Arc<GradNode>> {
     order
 }
 
-fn accumulate(slot: &mut Option<Tensor>, g: Tensor) {
-    *slot = Some(match slot.take() {
-        Some(prev) => &prev + &g,
-        None => g,
-    });
+/// Input gradients of a primitive op. A 2-D matmul's right operand gets its gradient as the
+/// deferred factors `(a, g)` (see [`crate::grad_sum`]), so a weight used at many time steps is
+/// summed by one GEMM.
+fn op_backward(op: &Op, inputs: &[Tensor], output: &Tensor, g: &Tensor) -> Vec<Option<GradPart>> {
+    if let Op::MatMul = op {
+        let (a, b) = (&inputs[0], &inputs[1]);
+        if b.rank() == 2 && (a.rank() == 2 || a.rank() == 3) {
+            let da = a.needs_grad().then(|| GradPart::Dense(g.matmul(&b.t())));
+            let db = b.needs_grad().then(|| {
+                if a.rank() == 3 {
+                    let rows = a.dims()[0] * a.dims()[1];
+                    GradPart::Outer(a.reshape([rows, a.dims()[2]]), g.reshape([rows, g.dims()[2]]))
+                } else {
+                    GradPart::Outer(a.clone(), g.clone())
+                }
+            });
+            return vec![da, db];
+        }
+    }
+    op.vjp(inputs, output, g).into_iter().map(|x| x.map(GradPart::Dense)).collect()
 }
 
 fn run_backward(root: &Tensor, seed: Tensor) -> Grads {
-    let mut leaves: HashMap<u64, Tensor> = HashMap::new();
+    let mut leaves: HashMap<u64, GradSum> = HashMap::new();
     let (root_node, root_index) = match &root.0.grad {
         GradMeta::Leaf => {
-            leaves.insert(root.id(), seed);
-            return Grads { leaves };
+            let mut one = GradSum::default();
+            one.add(GradPart::Dense(seed));
+            leaves.insert(root.id(), one);
+            return Grads {
+                leaves: leaves.into_iter().filter_map(|(k, v)| v.finish().map(|t| (k, t))).collect(),
+            };
         }
         GradMeta::Node(n, i) => (n.clone(), *i),
         GradMeta::None => unreachable!("checked by backward_with"),
     };
     let order = topo_order(&root_node);
-    let mut pending: HashMap<u64, Vec<Option<Tensor>>> = HashMap::new();
-    let mut root_grads = vec![None; root_node.num_outputs()];
-    root_grads[root_index] = Some(seed);
+    let mut pending: HashMap<u64, Vec<GradSum>> = HashMap::new();
+    let mut root_grads: Vec<GradSum> = (0..root_node.num_outputs()).map(|_| GradSum::default()).collect();
+    root_grads[root_index].add(GradPart::Dense(seed));
     pending.insert(root_node.id, root_grads);
     for node in order.iter().rev() {
-        let Some(outs) = pending.remove(&node.id) else { continue };
+        let Some(sums) = pending.remove(&node.id) else { continue };
+        let outs: Vec<Option<Tensor>> = sums.into_iter().map(GradSum::finish).collect();
         let input_grads = match &node.backward {
             NodeBackward::Op { op, output } => match &outs[0] {
-                Some(g) => op.vjp(&node.inputs, output, g),
+                Some(g) => op_backward(op, &node.inputs, output, g),
                 None => continue,
             },
             NodeBackward::Custom(c) => c.backward(&node.inputs, &outs),
@@ -227,20 +248,17 @@ fn run_backward(root: &Tensor, seed: Tensor) -> Grads {
             let Some(g) = g else { continue };
             match &input.0.grad {
                 GradMeta::None => {}
-                GradMeta::Leaf => {
-                    let slot = leaves.remove(&input.id());
-                    let mut slot = slot;
-                    accumulate(&mut slot, g);
-                    leaves.insert(input.id(), slot.expect("just accumulated"));
-                }
+                GradMeta::Leaf => leaves.entry(input.id()).or_default().add(g),
                 GradMeta::Node(n, i) => {
-                    let slots = pending.entry(n.id).or_insert_with(|| vec![None; n.num_outputs()]);
-                    accumulate(&mut slots[*i], g);
+                    let slots = pending
+                        .entry(n.id)
+                        .or_insert_with(|| (0..n.num_outputs()).map(|_| GradSum::default()).collect());
+                    slots[*i].add(g);
                 }
             }
         }
     }
-    Grads { leaves }
+    Grads { leaves: leaves.into_iter().filter_map(|(k, v)| v.finish().map(|t| (k, t))).collect() }
 }
 
 /// Gradients from [`Tensor::backward`], keyed by the identity of each leaf.

@@ -15,6 +15,7 @@ mod dump;
 pub mod error;
 pub mod exec;
 mod fusion;
+mod grad_sum;
 pub mod graph;
 pub mod module;
 pub mod nn;

@@ -133,6 +133,17 @@ impl Tensor {
         }
     }
 
+    /// Identity of the values this handle views: the storage allocation and the offset into it.
+    /// Storage is never written after creation, so equal keys mean equal values (while a handle
+    /// holding the storage keeps its address from being reused).
+    pub(crate) fn storage_key(&self) -> (usize, usize) {
+        let d = self.data();
+        let ptr = match &d.storage {
+            Storage::Cpu(b) => Arc::as_ptr(b) as usize,
+        };
+        (ptr, d.offset)
+    }
+
     /// Whether values exist (false only for symbolic tensors inside graph derivation).
     pub(crate) fn is_concrete(&self) -> bool {
         self.0.data.is_some()

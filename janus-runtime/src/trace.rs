@@ -63,7 +63,7 @@ impl fmt::Display for Unusable {
 }
 
 /// The state of one active recording.
-pub(crate) struct Recording {
+pub struct Recording {
     pub(crate) builder: GraphBuilder,
     values: HashMap<u64, NodeId>,
     keep: Vec<Tensor>,

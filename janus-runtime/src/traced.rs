@@ -7,6 +7,7 @@
 use crate::autodiff::{Derivative, derive};
 use crate::autograd::{CustomBackward, GradMeta, GradNode, NodeBackward, is_grad_enabled};
 use crate::exec::{Executor, MemoryPlan};
+use crate::grad_sum::GradPart;
 use crate::graph::{Graph, GraphBuilder, Node, NodeId, NodeOp};
 use crate::ops::{F64Bits, Full, Op};
 use crate::passes::{PassStats, optimize};
@@ -211,12 +212,24 @@ impl CustomBackward for Backward {
         self.compiled.grad.as_ref().map_or(0, |g| g.derivative.diff_outputs.len())
     }
 
-    fn backward(&self, _inputs: &[Tensor], grads: &[Option<Tensor>]) -> Vec<Option<Tensor>> {
+    fn backward(&self, _inputs: &[Tensor], grads: &[Option<Tensor>]) -> Vec<Option<GradPart>> {
         let mask: Vec<bool> = grads.iter().map(Option::is_some).collect();
         let exec = self.compiled.backward_for(&mask);
         let mut args = self.residuals.clone();
         args.extend(grads.iter().flatten().cloned());
-        exec.run(&args).into_iter().map(Some).collect()
+        let mut outs = exec.run(&args).into_iter();
+        let outer = &self.compiled.grad.as_ref().expect("differentiable variant").derivative.outer;
+        outer
+            .iter()
+            .map(|&o| {
+                let first = outs.next().expect("one output per gradient");
+                Some(if o {
+                    GradPart::Outer(first, outs.next().expect("two factors"))
+                } else {
+                    GradPart::Dense(first)
+                })
+            })
+            .collect()
     }
 }
 

@@ -34,6 +34,7 @@ impl Arenas {
 pub(crate) struct Frame<'a> {
     inputs: &'a [Tensor],
     consts: &'a [Tensor],
+    memos: &'a [Tensor],
     arena: [*mut u8; 4],
     outs: Vec<*mut u8>,
 }
@@ -58,12 +59,14 @@ impl<'a> Frame<'a> {
     pub(crate) fn new(
         inputs: &'a [Tensor],
         consts: &'a [Tensor],
+        memos: &'a [Tensor],
         arenas: &'a mut Arenas,
         outs: &'a mut [CpuBuffer],
     ) -> Self {
         Frame {
             inputs,
             consts,
+            memos,
             arena: [
                 arenas.f32.as_mut_ptr().cast(),
                 arenas.f64.as_mut_ptr().cast(),
@@ -86,6 +89,7 @@ impl<'a> Frame<'a> {
         match v.buf {
             BufRef::Input(k) => Self::tensor_region::<T>(&self.inputs[k]).cast_mut(),
             BufRef::Const(k) => Self::tensor_region::<T>(&self.consts[k]).cast_mut(),
+            BufRef::Memo(k) => Self::tensor_region::<T>(&self.memos[k]).cast_mut(),
             // SAFETY: the plan keeps `start + len` within the arena of this dtype.
             BufRef::Arena(start) => unsafe { self.arena[dtype_slot(T::DTYPE)].cast::<T>().add(start) },
             BufRef::Output(k) => self.outs[k].cast(),
@@ -126,6 +130,7 @@ impl<'a> Frame<'a> {
         let base = match v.buf {
             BufRef::Input(k) => Some(&self.inputs[k]),
             BufRef::Const(k) => Some(&self.consts[k]),
+            BufRef::Memo(k) => Some(&self.memos[k]),
             _ => None,
         };
         match base {

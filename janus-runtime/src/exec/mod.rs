@@ -25,6 +25,9 @@ pub struct Executor {
     lowered: Lowered,
     schedule: schedule::Schedule,
     pool: Mutex<Vec<(Arenas, schedule::Scratch)>>,
+    /// Per memo: the storage of the input it was made from (held, so its address stays
+    /// unique), and the copy.
+    memo_cache: Vec<Mutex<Option<(Tensor, Tensor)>>>,
 }
 
 impl Executor {
@@ -33,7 +36,8 @@ impl Executor {
         let lowered = plan::lower(&graph);
         validate(&lowered);
         let schedule = schedule::build(&lowered);
-        Executor { graph, lowered, schedule, pool: Mutex::new(Vec::new()) }
+        let memo_cache = lowered.memos.iter().map(|_| Mutex::new(None)).collect();
+        Executor { graph, lowered, schedule, pool: Mutex::new(Vec::new()), memo_cache }
     }
 
     /// The graph this executor runs.
@@ -44,6 +48,36 @@ impl Executor {
     /// The memory plan: planned arena bytes against one buffer per intermediate.
     pub fn memory_plan(&self) -> &MemoryPlan {
         &self.lowered.plan
+    }
+
+    /// The memoised dense copies of input views for this run: reused while the same values come
+    /// back (the same storage, whatever the handle), made afresh otherwise.
+    fn memos(&self, inputs: &[Tensor]) -> Vec<Tensor> {
+        self.lowered
+            .memos
+            .iter()
+            .zip(&self.memo_cache)
+            .map(|(&(k, src, _), cache)| {
+                let key = inputs[k].storage_key();
+                let mut slot = cache.lock().unwrap();
+                if let Some((source, t)) = &*slot
+                    && source.storage_key() == key
+                {
+                    return t.clone();
+                }
+                let v = self.lowered.vals[src].as_ref().expect("memo sources have values");
+                let d = inputs[k].data();
+                let view = Tensor::from_parts(
+                    v.shape.clone(),
+                    v.dtype,
+                    Some(d.view(v.strides.clone(), d.offset + v.offset)),
+                    Default::default(),
+                );
+                let t = dense_input(&view);
+                *slot = Some((inputs[k].clone(), t.clone()));
+                t
+            })
+            .collect()
     }
 
     /// Whether this run may use the two-worker schedule: not from inside a rayon task, where
@@ -70,8 +104,9 @@ impl Executor {
         let (mut arenas, mut scratch) =
             pooled.unwrap_or_else(|| (Arenas::new(self.lowered.plan.arena_len), Default::default()));
         let mut outs: Vec<_> = self.lowered.output_bufs.iter().map(|&(d, n)| output_buffer(d, n)).collect();
+        let memos = self.memos(&dense);
         {
-            let frame = Frame::new(&dense, &self.lowered.consts, &mut arenas, &mut outs);
+            let frame = Frame::new(&dense, &self.lowered.consts, &memos, &mut arenas, &mut outs);
             let (steps, vals) = (&self.lowered.steps, &self.lowered.vals);
             if self.schedule.parallel && self.parallel_allowed() {
                 schedule::run_parallel(&self.schedule, &mut scratch, &|s| {
@@ -100,6 +135,10 @@ impl Executor {
                     }
                     BufRef::Const(k) => {
                         let d = self.lowered.consts[k].data();
+                        d.view(v.strides.clone(), d.offset + v.offset)
+                    }
+                    BufRef::Memo(k) => {
+                        let d = memos[k].data();
                         d.view(v.strides.clone(), d.offset + v.offset)
                     }
                     BufRef::Arena(_) => unreachable!("values reaching an output live in output buffers"),

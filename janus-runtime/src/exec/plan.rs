@@ -28,6 +28,8 @@ pub(crate) enum BufRef {
     Arena(usize),
     /// Output buffer `k`, allocated fresh each run.
     Output(usize),
+    /// Memo `k`: a dense copy of a view of an input, cached by the input's identity.
+    Memo(usize),
 }
 
 /// A value: its buffer region and its strided layout inside that region.
@@ -162,6 +164,9 @@ pub(crate) struct Lowered {
     pub(crate) reuse_after: Vec<SmallVec<[usize; 4]>>,
     /// For each node, the node owning its buffer (itself unless it is a view).
     pub(crate) roots: Vec<usize>,
+    /// Dense copies of input views (`(graph input, the viewed node, the copy's node)`), made
+    /// before the steps run and reused while the same input tensor comes back.
+    pub(crate) memos: Vec<(usize, usize, usize)>,
 }
 
 /// Layout of a node before buffers are assigned.
@@ -194,6 +199,8 @@ pub(crate) fn lower(g: &Graph) -> Lowered {
     let mut consts: Vec<Tensor> = Vec::new();
     let mut const_of: Vec<Option<usize>> = vec![None; n];
     let mut input_of: Vec<Option<usize>> = vec![None; n];
+    let mut memo_of: Vec<Option<usize>> = vec![None; n];
+    let mut memos: Vec<(usize, usize, usize)> = Vec::new();
     let own = |i: usize, shape: &Shape| Some(Layout { root: i, strides: dense(shape), offset: 0 });
     for (i, node) in g.nodes.iter().enumerate() {
         let shape = &node.ty.shape;
@@ -237,7 +244,15 @@ pub(crate) fn lower(g: &Graph) -> Lowered {
                 Some(Layout { root: l.root, strides, offset: l.offset })
             }
             NodeOp::Op(Op::Reshape(_)) => {
-                push(StepKind::Copy { x: arg(0), out: i });
+                // A copy of a view of an input is a pure function of that (immutable) input:
+                // made once per distinct input tensor, not once per run (an RNN's `W^T`).
+                match input_of[lay(0).root] {
+                    Some(k) => {
+                        memo_of[i] = Some(memos.len());
+                        memos.push((k, arg(0), i));
+                    }
+                    None => push(StepKind::Copy { x: arg(0), out: i }),
+                }
                 own(i, shape)
             }
             NodeOp::Project(_) => own(i, shape), // written by its fused step
@@ -335,7 +350,9 @@ pub(crate) fn lower(g: &Graph) -> Lowered {
             }
         };
     }
-    assign_buffers(g, steps, layout, consts, const_of, input_of)
+    let mut l = assign_buffers(g, steps, layout, consts, const_of, input_of, &memo_of);
+    l.memos = memos;
+    l
 }
 
 /// Liveness and buffer assignment.
@@ -346,6 +363,7 @@ fn assign_buffers(
     consts: Vec<Tensor>,
     const_of: Vec<Option<usize>>,
     input_of: Vec<Option<usize>>,
+    memo_of: &[Option<usize>],
 ) -> Lowered {
     let n = g.nodes.len();
     let root = |i: usize| layout[i].as_ref().unwrap().root;
@@ -470,6 +488,8 @@ fn assign_buffers(
                 BufRef::Input(k)
             } else if let Some(k) = const_of[r] {
                 BufRef::Const(k)
+            } else if let Some(k) = memo_of[r] {
+                BufRef::Memo(k)
             } else if let Some(k) = out_slot[r] {
                 BufRef::Output(k)
             } else {
@@ -487,5 +507,5 @@ fn assign_buffers(
         .collect();
     let outputs = g.outputs.iter().map(|o| o.index()).collect();
     let roots = (0..n).map(|i| layout[i].as_ref().map_or(i, |l| l.root)).collect();
-    Lowered { steps, vals, consts, outputs, output_bufs, plan, reuse_after, roots }
+    Lowered { steps, vals, consts, outputs, output_bufs, plan, reuse_after, roots, memos: Vec::new() }
 }

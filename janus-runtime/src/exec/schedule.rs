@@ -98,6 +98,8 @@ fn root_of(l: &Lowered, i: usize) -> usize {
 pub(crate) struct Scratch {
     remaining: Vec<AtomicU32>,
     ready: Mutex<BinaryHeap<(u64, u32)>>,
+    /// Entries in `ready`, read without the lock so idle workers do not contend for it.
+    queued: AtomicUsize,
 }
 
 /// Runs every step with `run`, on two workers, respecting the schedule. A panic in a step stops
@@ -114,31 +116,43 @@ pub(crate) fn run_parallel(sched: &Schedule, scratch: &mut Scratch, run: &(dyn F
                 ready.push((sched.rank[s], s as u32));
             }
         }
+        scratch.queued.store(ready.len(), Ordering::Release);
     }
     let done = AtomicUsize::new(0);
     let failed = AtomicBool::new(false);
     let panic: Mutex<Option<Box<dyn std::any::Any + Send>>> = Mutex::new(None);
     let scratch = &*scratch;
+    // Kernels run single-threaded inside the workers: the two workers are the parallelism.
     let worker = || {
-        while done.load(Ordering::Acquire) < n && !failed.load(Ordering::Acquire) {
-            let next = scratch.ready.lock().unwrap().pop();
-            let Some((_, s)) = next else {
-                std::hint::spin_loop();
-                continue;
-            };
-            let s = s as usize;
-            if let Err(p) = std::panic::catch_unwind(AssertUnwindSafe(|| run(s))) {
-                *panic.lock().unwrap() = Some(p);
-                failed.store(true, Ordering::Release);
-                return;
-            }
-            for &t in &sched.succs[s] {
-                if scratch.remaining[t as usize].fetch_sub(1, Ordering::AcqRel) == 1 {
-                    scratch.ready.lock().unwrap().push((sched.rank[t as usize], t));
+        janus_kernels::parallel::serial(|| {
+            while done.load(Ordering::Acquire) < n && !failed.load(Ordering::Acquire) {
+                if scratch.queued.load(Ordering::Acquire) == 0 {
+                    std::hint::spin_loop();
+                    continue;
                 }
+                let next = {
+                    let mut ready = scratch.ready.lock().unwrap();
+                    let next = ready.pop();
+                    scratch.queued.store(ready.len(), Ordering::Release);
+                    next
+                };
+                let Some((_, s)) = next else { continue };
+                let s = s as usize;
+                if let Err(p) = std::panic::catch_unwind(AssertUnwindSafe(|| run(s))) {
+                    *panic.lock().unwrap() = Some(p);
+                    failed.store(true, Ordering::Release);
+                    return;
+                }
+                for &t in &sched.succs[s] {
+                    if scratch.remaining[t as usize].fetch_sub(1, Ordering::AcqRel) == 1 {
+                        let mut ready = scratch.ready.lock().unwrap();
+                        ready.push((sched.rank[t as usize], t));
+                        scratch.queued.store(ready.len(), Ordering::Release);
+                    }
+                }
+                done.fetch_add(1, Ordering::Release);
             }
-            done.fetch_add(1, Ordering::Release);
-        }
+        })
     };
     rayon::join(worker, worker);
     if let Some(p) = panic.into_inner().unwrap() {

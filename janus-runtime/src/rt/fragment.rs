@@ -55,10 +55,13 @@ struct State {
     counters: Counters,
 }
 
+/// An input's name, constants and leaf shapes (to name the input that changes between keys).
+type InputSignature = (&'static str, Vec<ConstLeaf>, Vec<Vec<usize>>);
+
 /// One key's state.
 struct Variant {
     key: Key,
-    inputs: Vec<(&'static str, Vec<ConstLeaf>, Vec<Vec<usize>>)>,
+    inputs: Vec<InputSignature>,
     staged: OnceLock<Arc<Staged>>,
     unstageable: OnceLock<String>,
     profile: Mutex<Profile>,
@@ -166,7 +169,7 @@ impl Fragment {
         if let Some(staged) = variant.staged.get() {
             let n = st.counters.hits.fetch_add(1, Ordering::Relaxed) + 1;
             let every = crate::config::config().check_every;
-            if mode == Mode::Check || (every > 0 && n % every == 0) {
+            if mode == Mode::Check || (every > 0 && n.is_multiple_of(every)) {
                 // Replay, then rewind the random stream so the statements draw the same numbers.
                 let pos = crate::random::stream_position();
                 let replayed = staged.compiled.replay(&key::distinct(&leaves));

@@ -337,7 +337,7 @@ pub trait InOutModule<T> {
 
 impl<T: Module> InOutModule<T> for &&Witness<T> {
     fn inout_output(&self, value: &T, name: &'static str) -> Probed {
-        (&self).output(value, name)
+        OutputModule::output(self, value, name)
     }
     fn inout_restore(&self, place: &mut T, out: &mut Replayed) {
         *place = T::unflatten(out);
