@@ -14,5 +14,6 @@ pub use janus_runtime::*;
 /// The names most programs need: `use janus::prelude::*;`.
 pub mod prelude {
     pub use janus_macros::{Module, janus};
+    pub use janus_runtime::optim::Optimizer;
     pub use janus_runtime::{DType, Device, Grads, Mode, Module, Shape, Tensor, nn, no_grad, optim, trace};
 }

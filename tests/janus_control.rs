@@ -59,6 +59,46 @@ fn checked(x: &Tensor) -> Result<Tensor, String> {
     Ok(z + 1.0)
 }
 
+/// Shadows reference parameters that a call receives bare (so they are in-outs of the block),
+/// and assigns a local before shadowing it.
+#[janus]
+fn shadowing(x: &Tensor, h: &Tensor) -> (Tensor, Tensor, Tensor) {
+    let (h, x) = (Tensor::tanh(h) + x, Tensor::exp(x));
+    let mut a = &x * 2.0;
+    a = a + 1.0;
+    let a = a * &h;
+    (x, h, a)
+}
+
+fn rotate(a: &Tensor, b: &Tensor) -> (Tensor, Tensor) {
+    (b.tanh(), a + b)
+}
+
+/// Destructuring assignments in a loop body carry state to the next iteration.
+#[janus]
+fn destructure(x: &Tensor, n: usize) -> Tensor {
+    let (mut a, mut b) = (x.clone(), x * 0.5);
+    let mut arr = [x.clone(), x.clone()];
+    for _ in 0..n {
+        (a, b) = rotate(&a, &b);
+        [arr[0], _] = [&arr[0] + &a, x.clone()];
+    }
+    a + b * 2.0 + &arr[0]
+}
+
+#[test]
+fn destructuring_assignments_update_outer_state() {
+    let args = [(Tensor::from_vec(vec![0.3f32, -0.7], [2]), 5usize)];
+    same(&args, |(x, n)| destructure(x, *n), close);
+}
+
+#[test]
+fn shadowed_in_outs_keep_their_outer_binding() {
+    let args = [(Tensor::from_vec(vec![0.5f32, -1.0], [2]), Tensor::from_vec(vec![2.0f32, 0.25], [2]))];
+    same(&args, |(x, h)| shadowing(x, h), |a, b| close(&a.0, &b.0) && close(&a.1, &b.1) && close(&a.2, &b.2));
+    assert!(janus::stats().function("shadowing").any(|f| f.hits > 0), "{}", janus::explain());
+}
+
 #[test]
 fn branches_loops_return_and_question_mark() {
     let xs = [Tensor::from_vec(vec![0.1f32, 0.2, 0.1], [3]), Tensor::from_vec(vec![3.0f32, -4.0, 1.0], [3])];
@@ -114,7 +154,7 @@ fn encode(t: &Tree, p: &TreeRnn) -> Tensor {
 }
 
 fn tree(seed: u64, depth: u32) -> Tree {
-    if depth == 0 || seed % 3 == 0 {
+    if depth == 0 || seed.is_multiple_of(3) {
         Tree::Leaf((seed % 7) as i64)
     } else {
         Tree::Node(Box::new(tree(seed / 3 + 11, depth - 1)), Box::new(tree(seed * 7 + 5, depth - 1)))

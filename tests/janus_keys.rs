@@ -160,6 +160,7 @@ fn host_scalars_key_the_cache_unless_dynamic() {
 }
 
 #[janus]
+#[allow(clippy::needless_range_loop)] // indexing `xs[t]` is the point: places as inputs
 fn collect_states(xs: &[Tensor]) -> Vec<Tensor> {
     let mut hs = Vec::new();
     let mut h = Tensor::zeros([2]);

@@ -43,6 +43,20 @@ impl LstmLm {
     }
 }
 
+/// One LSTM cell step: the new `(h, c)` for input `x` (`[B, V]`) and state `(h, c)` (`[B, H]`).
+pub fn cell(m: &LstmLm, x: &Tensor, h: &Tensor, c: &Tensor) -> (Tensor, Tensor) {
+    let g = x.matmul(&m.wx) + h.matmul(&m.wh) + &m.b;
+    let [i, f, gg, o] = g.chunk::<4>(1);
+    let c = f.sigmoid() * c + i.sigmoid() * gg.tanh();
+    let h = o.sigmoid() * c.tanh();
+    (h, c)
+}
+
+/// Output logits `[B, V]` for hidden state `h`.
+pub fn logits(m: &LstmLm, h: &Tensor) -> Tensor {
+    h.matmul(&m.wy) + &m.by
+}
+
 /// Mean cross-entropy over all T x B positions; `xs[t]` is one-hot `[B, V]`, `ys[t]` `[B]`.
 pub fn loss(m: &LstmLm, xs: &[Tensor], ys: &[Tensor]) -> Tensor {
     let (bsz, hid) = (xs[0].dims()[0], m.wh.dims()[0]);

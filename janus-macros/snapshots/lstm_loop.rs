@@ -41,24 +41,27 @@ fn lstm(mut m: &Lstm, mut xs: &[Tensor], mut ys: &[Tensor]) -> Tensor {
             )
         {
             ::janus::rt::Enter::Body(__janus_scope) => {
-                let (bsz, hid) = (xs[0].dims()[0], m.wh.dims()[0]);
-                let mut h = Tensor::zeros([bsz, hid]);
-                let mut c = Tensor::zeros([bsz, hid]);
-                let mut loss = Tensor::scalar(0.0);
-                __janus_w_h.bind(&h);
-                __janus_w_c.bind(&c);
-                __janus_w_loss.bind(&loss);
+                let (__janus_o_h, __janus_o_c, __janus_o_loss) = {
+                    let (bsz, hid) = (xs[0].dims()[0], m.wh.dims()[0]);
+                    let mut h = Tensor::zeros([bsz, hid]);
+                    let mut c = Tensor::zeros([bsz, hid]);
+                    let mut loss = Tensor::scalar(0.0);
+                    __janus_w_h.bind(&h);
+                    __janus_w_c.bind(&c);
+                    __janus_w_loss.bind(&loss);
+                    (h, c, loss)
+                };
                 __janus_scope
                     .exit(
                         ::std::vec![
-                            (&& & __janus_w_h).output(& h, "h"), (&& & __janus_w_c)
-                            .output(& c, "c"), (&& & __janus_w_loss).output(& loss,
-                            "loss")
+                            (&& & __janus_w_h).output(& __janus_o_h, "h"), (&& &
+                            __janus_w_c).output(& __janus_o_c, "c"), (&& &
+                            __janus_w_loss).output(& __janus_o_loss, "loss")
                         ],
                     );
-                __janus_v_h = h;
-                __janus_v_c = c;
-                __janus_v_loss = loss;
+                __janus_v_h = __janus_o_h;
+                __janus_v_c = __janus_o_c;
+                __janus_v_loss = __janus_o_loss;
             }
             ::janus::rt::Enter::Replay(mut __janus_out) => {
                 __janus_v_h = (&&&__janus_w_h).take(&mut __janus_out);
@@ -113,11 +116,14 @@ fn lstm(mut m: &Lstm, mut xs: &[Tensor], mut ys: &[Tensor]) -> Tensor {
                 )
             {
                 ::janus::rt::Enter::Body(__janus_scope) => {
-                    let mut g = xs[t].matmul(&m.wx) + h.matmul(&m.wh) + &m.b;
-                    let [i, f, gg, o] = g.chunk::<4>(1);
-                    c = f.sigmoid() * &c + i.sigmoid() * gg.tanh();
-                    h = o.sigmoid() * c.tanh();
-                    loss = loss + (h.matmul(&m.wy) + &m.by).cross_entropy(&ys[t]);
+                    let () = {
+                        let mut g = xs[t].matmul(&m.wx) + h.matmul(&m.wh) + &m.b;
+                        let [i, f, gg, o] = g.chunk::<4>(1);
+                        c = f.sigmoid() * &c + i.sigmoid() * gg.tanh();
+                        h = o.sigmoid() * c.tanh();
+                        loss = loss + (h.matmul(&m.wy) + &m.by).cross_entropy(&ys[t]);
+                        ()
+                    };
                     __janus_scope
                         .exit(
                             ::std::vec![
@@ -171,17 +177,20 @@ fn lstm(mut m: &Lstm, mut xs: &[Tensor], mut ys: &[Tensor]) -> Tensor {
             )
         {
             ::janus::rt::Enter::Body(__janus_scope) => {
-                let __janus_tail = loss / xs.len() as f64;
-                __janus_w_janus_tail.bind(&__janus_tail);
+                let (__janus_o_janus_tail,) = {
+                    let __janus_tail = loss / xs.len() as f64;
+                    __janus_w_janus_tail.bind(&__janus_tail);
+                    (__janus_tail,)
+                };
                 __janus_scope
                     .exit(
                         ::std::vec![
                             (&& & ::janus::rt::Witness::of(& xs)).inout_output(& xs,
-                            "xs"), (&& & __janus_w_janus_tail).output(& __janus_tail,
-                            "return value")
+                            "xs"), (&& & __janus_w_janus_tail).output(&
+                            __janus_o_janus_tail, "return value")
                         ],
                     );
-                __janus_v_janus_tail = __janus_tail;
+                __janus_v_janus_tail = __janus_o_janus_tail;
             }
             ::janus::rt::Enter::Replay(mut __janus_out) => {
                 (&&&::janus::rt::Witness::of(&xs))

@@ -37,9 +37,12 @@ fn update<A: Act>(mut self: &mut Self, mut grads: &[Tensor], mut lr: f64) {
                 )
             {
                 ::janus::rt::Enter::Body(__janus_scope) => {
-                    let lr = ::core::clone::Clone::clone(&__janus_dyn_lr);
-                    let mut scale = |g: &Tensor| A::default().apply(g) * lr;
-                    *w = &*w - scale(g);
+                    let () = {
+                        let lr = ::core::clone::Clone::clone(&__janus_dyn_lr);
+                        let mut scale = |g: &Tensor| A::default().apply(g) * lr;
+                        *w = &*w - scale(g);
+                        ()
+                    };
                     __janus_scope
                         .exit(
                             ::std::vec![

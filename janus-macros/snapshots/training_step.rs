@@ -41,18 +41,21 @@ fn train_step(
             )
         {
             ::janus::rt::Enter::Body(__janus_scope) => {
-                let mut h = m.l1.forward(x).tanh();
-                let mut loss = m.l2.forward(&h).cross_entropy(y);
-                __janus_w_loss.bind(&loss);
+                let (__janus_o_loss,) = {
+                    let mut h = m.l1.forward(x).tanh();
+                    let mut loss = m.l2.forward(&h).cross_entropy(y);
+                    __janus_w_loss.bind(&loss);
+                    (loss,)
+                };
                 __janus_scope
                     .exit(
                         ::std::vec![
                             (&& & ::janus::rt::Witness::of(& x)).inout_output(& x, "x"),
                             (&& & ::janus::rt::Witness::of(& y)).inout_output(& y, "y"),
-                            (&& & __janus_w_loss).output(& loss, "loss")
+                            (&& & __janus_w_loss).output(& __janus_o_loss, "loss")
                         ],
                     );
-                __janus_v_loss = loss;
+                __janus_v_loss = __janus_o_loss;
             }
             ::janus::rt::Enter::Replay(mut __janus_out) => {
                 (&&&::janus::rt::Witness::of(&x))
@@ -98,7 +101,10 @@ fn train_step(
             )
         {
             ::janus::rt::Enter::Body(__janus_scope) => {
-                opt.step(m, &grads);
+                let () = {
+                    opt.step(m, &grads);
+                    ()
+                };
                 __janus_scope
                     .exit(
                         ::std::vec![

@@ -363,6 +363,24 @@ impl Reads<'_> {
         }
     }
 
+    /// Records the places an assignment's left side writes, looking through destructuring
+    /// (`(h, c) = ..`, `[a, b] = ..`, `S { x, .. } = ..`, `T(a, _) = ..`).
+    fn assign_target(&mut self, e: &Expr) {
+        if let Some(p) = self.as_place(e) {
+            self.info.assigned.push(p);
+            return;
+        }
+        match e {
+            Expr::Tuple(t) => t.elems.iter().for_each(|x| self.assign_target(x)),
+            Expr::Array(a) => a.elems.iter().for_each(|x| self.assign_target(x)),
+            Expr::Paren(p) => self.assign_target(&p.expr),
+            Expr::Struct(s) => s.fields.iter().for_each(|f| self.assign_target(&f.expr)),
+            Expr::Call(c) => c.args.iter().for_each(|x| self.assign_target(x)),
+            Expr::Infer(_) | Expr::Range(_) => {}
+            _ => self.visit_expr(e),
+        }
+    }
+
     fn note_closure_call(&mut self, e: &Expr) {
         if let Expr::Path(p) = e
             && p.path.segments.len() == 1
@@ -386,10 +404,7 @@ impl<'a> Visit<'a> for Reads<'_> {
         }
         match e {
             Expr::Assign(a) => {
-                match self.as_place(&a.left) {
-                    Some(p) => self.info.assigned.push(p),
-                    None => self.visit_expr(&a.left),
-                }
+                self.assign_target(&a.left);
                 self.visit_expr(&a.right);
                 return;
             }
@@ -528,6 +543,12 @@ mod tests {
         );
         let assigned: Vec<String> = i.assigned.iter().map(Place::text).collect();
         assert_eq!(assigned, ["h", "loss", "m.w", "*p"]);
+        let i = info(
+            "(h, c) = cell(&h, &c); [a, _] = pair(); S { x: m.w, .. } = s; T(q, ..) = t;",
+            &["h", "c", "a", "m", "s", "q", "t"],
+        );
+        let assigned: Vec<String> = i.assigned.iter().map(Place::text).collect();
+        assert_eq!(assigned, ["h", "c", "a", "m.w", "q"]);
     }
 
     #[test]

@@ -332,9 +332,13 @@ fn fragment(
         restores
             .push(quote! { (&&&::janus::rt::Witness::of(&#id)).inout_restore(&mut #id, &mut __janus_out); });
     }
-    for (d, w) in defined.iter().zip(&witnesses) {
+    // The statements run in an inner block that hands their live bindings out, so a `let` in
+    // the run that shadows an in-out or assigned local cannot hide the outer binding from the
+    // exit below.
+    let moved: Vec<Ident> = defined.iter().map(|d| format_ident!("__janus_o_{}", bare(d))).collect();
+    for ((d, w), o) in defined.iter().zip(&witnesses).zip(&moved) {
         let name = if d == "__janus_tail" { "return value".to_string() } else { d.to_string() };
-        exit_outputs.push(quote! { (&&&#w).output(&#d, #name) });
+        exit_outputs.push(quote! { (&&&#w).output(&#o, #name) });
     }
     let takes = values.iter().zip(&witnesses).map(|(v, w)| quote! { #v = (&&&#w).take(&mut __janus_out); });
     let generated = quote_spanned! {span=>
@@ -356,12 +360,15 @@ fn fragment(
             #(let #witnesses = ::janus::rt::Witness::new();)*
             match __JANUS_FRAGMENT.enter(::std::vec![#(#probes),*], &[#(#generics),*]) {
                 ::janus::rt::Enter::Body(__janus_scope) => {
-                    #(#dyn_shadow)*
-                    #(#copies)*
-                    #(#stmts)*
-                    #(#witnesses.bind(&#defined);)*
+                    let (#(#moved,)*) = {
+                        #(#dyn_shadow)*
+                        #(#copies)*
+                        #(#stmts)*
+                        #(#witnesses.bind(&#defined);)*
+                        (#(#defined,)*)
+                    };
                     __janus_scope.exit(::std::vec![#(#exit_outputs),*]);
-                    #(#values = #defined;)*
+                    #(#values = #moved;)*
                 }
                 ::janus::rt::Enter::Replay(mut __janus_out) => {
                     #(#restores)*

@@ -1,0 +1,258 @@
+//! The flagship: a character-level LSTM language model trained with an imperative `#[janus]`
+//! training step (host time loop, `backward()`, optimiser update), then sampled.
+//!
+//! ```text
+//! cargo run --release --example lstm_charlm                     # janus, Adam, 2000 steps
+//! cargo run --release --example lstm_charlm -- --mode eager     # the same program, eagerly
+//! cargo run --release --example lstm_charlm -- --mode check --steps 50
+//! cargo run --release --example lstm_charlm -- --corpus my.txt --steps 5000
+//! ```
+//!
+//! The default corpus is Cicero's *De finibus* I (49 KB of Latin) that ships inside the
+//! `lipsum` crate, so the example works offline.
+
+#[path = "common/cli.rs"]
+mod cli;
+#[path = "common/lstm_lm.rs"]
+mod lstm_lm;
+
+use std::time::Instant;
+
+use janus::prelude::*;
+use lstm_lm::{B, Batches, H, LstmLm, T};
+use plotters::prelude::*;
+
+/// One training step, written as ordinary imperative code. The time loop stays on the host;
+/// its body (one LSTM cell and its loss) becomes one cached compiled graph, the optimiser update
+/// another, and `backward()` runs compiled backward graphs of the recorded fragments.
+#[janus]
+fn train_step<O: Optimizer>(m: &mut LstmLm, opt: &mut O, xs: &[Tensor], ys: &[Tensor]) -> f32 {
+    let mut h = Tensor::zeros([xs[0].dims()[0], m.wh.dims()[0]]);
+    let mut c = h.clone();
+    let mut total = Tensor::scalar(0.0);
+    for t in 0..xs.len() {
+        (h, c) = lstm_lm::cell(m, &xs[t], &h, &c);
+        total += lstm_lm::logits(m, &h).cross_entropy(&ys[t]);
+    }
+    let loss = total / xs.len() as f64;
+    let grads = loss.backward();
+    opt.step(m, &grads);
+    loss.item()
+}
+
+/// One generation step: the next character's one-hot, drawn from the model's distribution
+/// sharpened by `1 / temperature`, and the new state.
+#[janus]
+fn sample_next(m: &LstmLm, x: &Tensor, h: &Tensor, c: &Tensor, temperature: f64) -> (Tensor, Tensor, Tensor) {
+    let (h, c) = lstm_lm::cell(m, x, h, c);
+    let p = (lstm_lm::logits(m, &h) / temperature).softmax(1);
+    (p.multinomial().one_hot(m.by.dims()[0]), h, c)
+}
+
+/// The corpus as token ids, and the alphabet (sorted distinct characters).
+fn tokenize(text: &str) -> (Vec<usize>, Vec<char>) {
+    let mut alphabet: Vec<char> = text.chars().collect();
+    alphabet.sort_unstable();
+    alphabet.dedup();
+    let ids = text.chars().map(|ch| alphabet.binary_search(&ch).expect("in alphabet")).collect();
+    (ids, alphabet)
+}
+
+/// A small deterministic generator for batch offsets (SplitMix64).
+struct Rng(u64);
+impl Rng {
+    fn below(&mut self, n: usize) -> usize {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        ((z ^ (z >> 31)) % n as u64) as usize
+    }
+}
+
+/// `n` random `[T][B]` windows of `ids[range]`.
+fn batches(ids: &[usize], vocab: usize, n: usize, rng: &mut Rng) -> Batches {
+    let starts: Vec<Vec<usize>> =
+        (0..n).map(|_| (0..B).map(|_| rng.below(ids.len() - T - 1)).collect()).collect();
+    Batches::from_corpus(ids, &starts, vocab)
+}
+
+/// Mean loss over held-out batches, evaluated eagerly without gradients.
+fn eval_loss(m: &LstmLm, data: &Batches, n: usize) -> f32 {
+    no_grad(|| {
+        (0..n).map(|k| lstm_lm::loss(m, data.batch(k).0, data.batch(k).1).item()).sum::<f32>() / n as f32
+    })
+}
+
+fn generate(m: &LstmLm, alphabet: &[char], prompt: &str, len: usize, temperature: f64) -> String {
+    let onehot = |ch: char| {
+        let id = alphabet.binary_search(&ch).unwrap_or(0) as i64;
+        Tensor::from_vec(vec![id], [1]).one_hot(alphabet.len())
+    };
+    let (mut h, mut c) = (Tensor::zeros([1, m.wh.dims()[0]]), Tensor::zeros([1, m.wh.dims()[0]]));
+    let mut out = String::from(prompt);
+    let mut x = onehot(' ');
+    no_grad(|| {
+        for ch in prompt.chars() {
+            (_, h, c) = sample_next(m, &onehot(ch), &h, &c, temperature);
+            x = onehot(ch);
+        }
+        for _ in 0..len {
+            (x, h, c) = sample_next(m, &x, &h, &c, temperature);
+            out.push(alphabet[x.argmax(1).to_vec::<i64>()[0] as usize]);
+        }
+    });
+    out
+}
+
+fn plot(path: &str, losses: &[f32], val: &[(usize, f32)]) -> Result<(), Box<dyn std::error::Error>> {
+    plotters::style::register_font("sans-serif", FontStyle::Normal, dejavu::sans::regular())
+        .map_err(|_| "cannot load the DejaVu font")?;
+    let root = BitMapBackend::new(path, (900, 540)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let hi = losses.iter().copied().fold(0.0f32, f32::max) * 1.05;
+    let mut chart = ChartBuilder::on(&root)
+        .caption("lstm_charlm: cross-entropy per character", ("sans-serif", 22))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(50)
+        .build_cartesian_2d(0..losses.len(), 0f32..hi)?;
+    chart.configure_mesh().x_desc("step").y_desc("loss (nats)").draw()?;
+    // Exponential moving average, so the curve is readable through the batch noise.
+    let mut ema = losses[0];
+    let smooth = losses.iter().enumerate().map(|(i, &l)| {
+        ema = 0.95 * ema + 0.05 * l;
+        (i, ema)
+    });
+    chart
+        .draw_series(LineSeries::new(smooth, &BLUE))?
+        .label("training (EMA 0.95)")
+        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], BLUE));
+    chart
+        .draw_series(val.iter().map(|&p| Circle::new(p, 5, RED.filled())))?
+        .label("held-out")
+        .legend(|(x, y)| Circle::new((x + 9, y), 5, RED.filled()));
+    chart.configure_series_labels().border_style(BLACK).background_style(WHITE).draw()?;
+    root.present()?;
+    Ok(())
+}
+
+fn main() {
+    let args = cli::Args::parse(
+        "lstm_charlm",
+        "Trains a character-level LSTM language model (H=128, T=32, B=32) with a #[janus] step.",
+        &[
+            ("mode", "janus", "eager | janus | check"),
+            ("steps", "2000", "training steps"),
+            ("device", "cpu", "cpu (cuda is not in this build)"),
+            ("corpus", "", "a UTF-8 text file; empty: Cicero, De finibus I (from `lipsum`)"),
+            ("optim", "adam", "adam | sgd"),
+            ("lr", "", "learning rate; empty: 0.003 for adam, 0.1 for sgd"),
+            ("seed", "0", "seed of the initialisation, batches and sampling"),
+            ("sample", "400", "characters to generate at the end"),
+            ("plot", "target/lstm_charlm_loss.png", "where the loss-curve PNG goes; empty: none"),
+        ],
+    );
+    let (mode, steps, _device): (Mode, usize, Device) = (args.mode(), args.get("steps"), args.device());
+    janus::set_mode(mode);
+    janus::manual_seed(args.get("seed"));
+
+    let text = match args.str("corpus") {
+        "" => lipsum::LIBER_PRIMUS.to_string(),
+        path => {
+            std::fs::read_to_string(path).unwrap_or_else(|e| cli::fail(&format!("cannot read `{path}`: {e}")))
+        }
+    };
+    let (ids, alphabet) = tokenize(&text);
+    if ids.len() < 20 * (T + 1) {
+        cli::fail(&format!("the corpus has {} characters; it needs at least {}", ids.len(), 20 * (T + 1)));
+    }
+    let split = ids.len() * 9 / 10;
+    let (train, heldout) = (&ids[..split], &ids[split..]);
+    let mut rng = Rng(args.get::<u64>("seed") ^ 0x5DEE_CE66);
+    let val = batches(heldout, alphabet.len(), 8, &mut rng);
+    println!(
+        "corpus: {} characters, alphabet of {}; {} steps of {}x{} characters; mode {mode:?}; {}",
+        ids.len(),
+        alphabet.len(),
+        steps,
+        B,
+        T,
+        args.str("optim")
+    );
+
+    let mut m = LstmLm::new(alphabet.len(), H);
+    let lr = |default: f64| if args.str("lr").is_empty() { default } else { args.get("lr") };
+    enum Opt {
+        Adam(optim::Adam),
+        Sgd(optim::Sgd),
+    }
+    let mut opt = match args.str("optim") {
+        "adam" => Opt::Adam(optim::Adam::new(lr(3e-3))),
+        "sgd" => Opt::Sgd(optim::Sgd::new(lr(0.1))),
+        o => cli::fail(&format!("unknown optimiser `{o}` (expected adam or sgd)")),
+    };
+
+    let mut losses = Vec::with_capacity(steps);
+    let mut val_points = vec![(0, eval_loss(&m, &val, 8))];
+    let mut step_secs = Vec::with_capacity(steps);
+    let progress = cli::Progress::new(steps as u64, 100);
+    let start = Instant::now();
+    for step in 0..steps {
+        let data = batches(train, alphabet.len(), 1, &mut rng);
+        let (xs, ys) = data.batch(0);
+        let t = Instant::now();
+        let loss = match &mut opt {
+            Opt::Adam(o) => train_step(&mut m, o, xs, ys),
+            Opt::Sgd(o) => train_step(&mut m, o, xs, ys),
+        };
+        step_secs.push(t.elapsed().as_secs_f64());
+        if !loss.is_finite() {
+            cli::fail(&format!("the loss diverged at step {step} ({loss}); try a smaller --lr"));
+        }
+        losses.push(loss);
+        if (step + 1).is_multiple_of(500) || step + 1 == steps {
+            val_points.push((step + 1, eval_loss(&m, &val, 8)));
+        }
+        let window = &losses[losses.len().saturating_sub(50)..];
+        progress.update(step as u64 + 1, || {
+            format!("loss {:.3}", window.iter().sum::<f32>() / window.len() as f32)
+        });
+    }
+    progress.finish();
+    let wall = start.elapsed().as_secs_f64();
+
+    let temperature = 0.8;
+    println!("\n--- sample (temperature {temperature}) ---");
+    println!("{}", generate(&m, &alphabet, "Non eram nescius", args.get("sample"), temperature));
+    println!("---\n");
+
+    let first = losses[..losses.len().min(20)].iter().sum::<f32>() / losses.len().min(20) as f32;
+    let last_n = losses.len().min(100);
+    let last = losses[losses.len() - last_n..].iter().sum::<f32>() / last_n as f32;
+    let median_ms = cli::median(&mut step_secs) * 1e3;
+    println!(
+        "training loss: first 20 steps {first:.3}, last {last_n} steps {last:.3} (uniform guess {:.3})",
+        (alphabet.len() as f32).ln()
+    );
+    println!(
+        "held-out loss: {}",
+        val_points.iter().map(|(s, l)| format!("{l:.3} @ {s}")).collect::<Vec<_>>().join(", ")
+    );
+    println!(
+        "throughput: {:.1} steps/s, {:.0} characters/s; median step {median_ms:.2} ms; wall {wall:.1} s",
+        steps as f64 / wall,
+        (steps * T * B) as f64 / wall
+    );
+    println!("\n{}", janus::explain());
+    let path = args.str("plot");
+    if !path.is_empty() {
+        if let Some(dir) = std::path::Path::new(path).parent() {
+            let _ = std::fs::create_dir_all(dir);
+        }
+        match plot(path, &losses, &val_points) {
+            Ok(()) => println!("loss curve: {path}"),
+            Err(e) => eprintln!("warning: could not write the loss curve to {path}: {e}"),
+        }
+    }
+}
