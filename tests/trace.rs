@@ -98,3 +98,31 @@ fn lstm_training_step_as_one_graph_matches_eager() {
     let c = traced.compiled().unwrap();
     println!("{:?}\n{:?}", c.pass_stats(), c.memory_plan());
 }
+
+/// The addend of a compiled `matmul + c` broadcast every way it can be: a row (the bias fast
+/// path), a column with as many rows as columns (which must not take it), a scalar, a full
+/// matrix, and through a single-row GEMV with few columns.
+#[test]
+fn matmul_addend_broadcasts() {
+    let f = |x: &[Tensor]| vec![x[0].matmul(&x[1]) + &x[2]];
+    for (m, k, n, c) in [
+        (3, 5, 3, vec![3]),
+        (3, 5, 3, vec![3, 1]),
+        (3, 5, 3, vec![1, 3]),
+        (3, 5, 3, vec![]),
+        (3, 5, 3, vec![3, 3]),
+        (1, 128, 2, vec![2]),
+        (1, 4, 1, vec![1, 1]),
+    ] {
+        let traced = trace(f);
+        let args = [
+            common::rand64(&[m, k], 1, -1.0, 1.0),
+            common::rand64(&[k, n], 2, -1.0, 1.0),
+            common::rand64(&c, 3, -1.0, 1.0),
+        ];
+        for _ in 0..3 {
+            let (got, want) = (traced.run(&args), f(&args));
+            assert!(max_rel(&got[0], &want[0]) < 1e-12, "m={m} k={k} n={n} addend {c:?}");
+        }
+    }
+}

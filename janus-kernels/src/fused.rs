@@ -9,6 +9,7 @@ use crate::dtype::Float;
 use crate::simd_math::with_best_simd;
 use crate::strided::{Src, StridedReader};
 use rayon::prelude::*;
+use smallvec::SmallVec;
 use std::cell::RefCell;
 
 /// Elements per tile: a few registers of this size stay in L1.
@@ -172,6 +173,9 @@ pub enum Output<'a, T> {
     Int(&'a mut [i64]),
 }
 
+/// A fused kernel's destinations (inline for the usual one to four).
+pub type Outputs<'a, T> = SmallVec<[Output<'a, T>; 4]>;
+
 impl<T> Output<'_, T> {
     fn len(&self) -> usize {
         match self {
@@ -223,14 +227,14 @@ scratch!(f64, SCRATCH_F64);
 const PARALLEL_MIN: usize = 1 << 15;
 
 /// Runs `prog` over `shape`; `outputs[i]` receives register `prog.outputs[i]`.
-pub fn run<T: Scratch>(prog: &Program, shape: &[usize], inputs: &[Input<T>], outputs: Vec<Output<T>>) {
+pub fn run<T: Scratch>(prog: &Program, shape: &[usize], inputs: &[Input<T>], outputs: Outputs<'_, T>) {
     let n: usize = shape.iter().product();
     assert!(outputs.iter().all(|o| o.len() == n), "fused: output length mismatch");
     assert_eq!(outputs.len(), prog.outputs.len(), "fused: output count mismatch");
     if n == 0 {
         return;
     }
-    let readers: Vec<Reader<T>> = inputs
+    let readers: SmallVec<[Reader<T>; 4]> = inputs
         .iter()
         .map(|i| match i {
             Input::Float(s) => Reader::Float(StridedReader::new(shape, *s)),
@@ -244,7 +248,7 @@ pub fn run<T: Scratch>(prog: &Program, shape: &[usize], inputs: &[Input<T>], out
     // Split every output identically into per-task chunks of whole tiles.
     let tasks = (n / (PARALLEL_MIN / 2)).clamp(2, 4 * rayon::current_num_threads());
     let chunk = n.div_ceil(tasks).div_ceil(TILE) * TILE;
-    let mut per_task: Vec<Vec<Output<T>>> = (0..n.div_ceil(chunk)).map(|_| Vec::new()).collect();
+    let mut per_task: Vec<Outputs<T>> = (0..n.div_ceil(chunk)).map(|_| SmallVec::new()).collect();
     for o in outputs {
         match o {
             Output::Float(s) => {
@@ -262,7 +266,7 @@ pub fn run<T: Scratch>(prog: &Program, shape: &[usize], inputs: &[Input<T>], out
 }
 
 /// Runs the program over positions `start..start + len(outputs)`, tile by tile.
-fn run_range<T: Scratch>(prog: &Program, readers: &[Reader<T>], start: usize, mut outputs: Vec<Output<T>>) {
+fn run_range<T: Scratch>(prog: &Program, readers: &[Reader<T>], start: usize, mut outputs: Outputs<T>) {
     let n = outputs.first().map_or(0, |o| o.len());
     T::with_scratch(prog.num_regs as usize * TILE, |regs| {
         let mut done = 0;
@@ -522,7 +526,7 @@ mod tests {
             &prog,
             &[rows, cols],
             &[Input::Float(Src::new(&a, &[cols, 1], 0)), Input::Float(Src::new(&b, &[0, 1], 0))],
-            vec![Output::Float(&mut o0), Output::Float(&mut o1), Output::Bool(&mut o2)],
+            smallvec::smallvec![Output::Float(&mut o0), Output::Float(&mut o1), Output::Bool(&mut o2)],
         );
         for i in 0..rows * cols {
             let x = a[i];
@@ -546,7 +550,12 @@ mod tests {
             outputs: vec![1],
         };
         let mut out = vec![0.0f64; n];
-        run(&prog, &[n], &[Input::Float(Src::new(&a, &[1], 0))], vec![Output::Float(&mut out)]);
+        run(
+            &prog,
+            &[n],
+            &[Input::Float(Src::new(&a, &[1], 0))],
+            smallvec::smallvec![Output::Float(&mut out)],
+        );
         assert!(out.iter().enumerate().all(|(i, &v)| v == 1.0 - i as f64));
     }
 }

@@ -143,8 +143,8 @@ fn gemv<T: Float>(
     d: &mut [T],
     accumulate: bool,
 ) -> bool {
-    if rl.col_stride == 1 {
-        // Rows of r are contiguous: accumulate a[p] * r[p, :] into d.
+    if rl.col_stride == 1 && (n >= 16 || k < 16) {
+        // Rows of r are contiguous and long enough to vectorise: accumulate a[p] * r[p, :].
         with_best_simd(
             #[inline(always)]
             || {
@@ -161,24 +161,26 @@ fn gemv<T: Float>(
             },
         );
         true
-    } else if rl.row_stride == 1 {
-        // Columns of r are contiguous: one dot product per output.
+    } else if rl.row_stride == 1 || n < 16 {
+        // Columns of r are contiguous, or there are few of them: one dot product per output,
+        // with eight independent accumulators (a long chain of dependent adds is latency-bound).
+        let rs = rl.row_stride;
         with_best_simd(
             #[inline(always)]
             || {
                 for (j, o) in d.iter_mut().enumerate() {
-                    let col = &r[j * rl.col_stride..j * rl.col_stride + k];
+                    let col = &r[j * rl.col_stride..j * rl.col_stride + (k - 1) * rs + 1];
                     let mut acc = [T::ZERO; 8];
                     let mut p = 0;
                     while p + 8 <= k {
                         for l in 0..8 {
-                            acc[l] += a[(p + l) * a_stride] * col[p + l];
+                            acc[l] += a[(p + l) * a_stride] * col[(p + l) * rs];
                         }
                         p += 8;
                     }
                     let mut s = T::ZERO;
                     while p < k {
-                        s += a[p * a_stride] * col[p];
+                        s += a[p * a_stride] * col[p * rs];
                         p += 1;
                     }
                     for v in acc {
@@ -213,7 +215,9 @@ mod tests {
 
     #[test]
     fn all_transpose_combinations_and_gemv() {
-        for &(m, n, k) in &[(3, 4, 5), (1, 7, 9), (1, 3, 17), (6, 1, 4), (33, 65, 20)] {
+        for &(m, n, k) in
+            &[(3, 4, 5), (1, 7, 9), (1, 3, 17), (1, 2, 128), (1, 40, 3), (6, 1, 4), (33, 65, 20)]
+        {
             let a: Vec<f64> = (0..m * k).map(|i| (i as f64 * 0.37).sin()).collect();
             let b: Vec<f64> = (0..k * n).map(|i| (i as f64 * 0.11).cos()).collect();
             for ta in [false, true] {

@@ -135,8 +135,15 @@ pub fn multinomial<T: RandomFloat>(
     out: &mut [i64],
 ) -> Result<u64, usize> {
     let rows = out.len();
-    let mut u = vec![T::ZERO; rows];
-    let used = fill_uniform(key, counter, &mut u);
+    // One uniform per row; on the stack for the few rows of a policy's action sampling.
+    let (mut stack, mut heap) = ([T::ZERO; 16], Vec::new());
+    let u: &mut [T] = if rows <= 16 {
+        &mut stack[..rows]
+    } else {
+        heap.resize(rows, T::ZERO);
+        &mut heap
+    };
+    let used = fill_uniform(key, counter, u);
     for r in 0..rows {
         let row = &probs[r * cols..(r + 1) * cols];
         let mut total = 0.0f64;

@@ -122,7 +122,8 @@ impl Compiled {
     /// and reproduces the recorded outputs' grad flags.
     pub fn replay(self: &Arc<Self>, inputs: &[Tensor]) -> Vec<Tensor> {
         let rng = self.exec.graph().rng;
-        let mut args: Vec<Tensor> = inputs.to_vec();
+        let mut args: Vec<Tensor> = Vec::with_capacity(inputs.len() + 1);
+        args.extend_from_slice(inputs);
         if let Some(r) = rng {
             let (key, counter) = random::stream_position();
             let state = Tensor::from_buffer(
@@ -132,7 +133,7 @@ impl Compiled {
             args.insert(r.input, state);
             random::set_stream_position(key, counter.wrapping_add(r.blocks));
         }
-        let mut outs = self.exec.run(&args);
+        let mut outs = self.exec.run(args);
         let residuals = outs.split_off(self.num_outputs);
         let attach = self.grad.is_some() && is_grad_enabled();
         let node = attach.then(|| {
@@ -217,7 +218,7 @@ impl CustomBackward for Backward {
         let exec = self.compiled.backward_for(&mask);
         let mut args = self.residuals.clone();
         args.extend(grads.iter().flatten().cloned());
-        let mut outs = exec.run(&args).into_iter();
+        let mut outs = exec.run(args).into_iter();
         let outer = &self.compiled.grad.as_ref().expect("differentiable variant").derivative.outer;
         outer
             .iter()

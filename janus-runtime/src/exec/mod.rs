@@ -97,9 +97,14 @@ impl Executor {
     }
 
     /// Runs the graph on `inputs` (types as the graph's inputs) and returns its outputs.
-    pub fn run(&self, inputs: &[Tensor]) -> Vec<Tensor> {
+    pub fn run(&self, mut inputs: Vec<Tensor>) -> Vec<Tensor> {
         assert_eq!(inputs.len(), self.graph.inputs.len(), "executor: wrong number of inputs");
-        let dense: Vec<Tensor> = inputs.iter().map(dense_input).collect();
+        for t in &mut inputs {
+            if !t.is_contiguous() {
+                *t = dense_input(t);
+            }
+        }
+        let dense = inputs;
         let pooled = self.pool.lock().unwrap().pop();
         let (mut arenas, mut scratch) =
             pooled.unwrap_or_else(|| (Arenas::new(self.lowered.plan.arena_len), Default::default()));
@@ -149,11 +154,8 @@ impl Executor {
     }
 }
 
-/// A contiguous tensor with the same values (the input itself when it already is).
+/// A contiguous copy of `t`.
 fn dense_input(t: &Tensor) -> Tensor {
-    if t.is_contiguous() {
-        return t.clone();
-    }
     let buf = janus_kernels::with_any_type!(t.dtype(), T => {
         janus_kernels::buffer::Stored::wrap(t.contiguous_slice::<T>().into_owned())
     });

@@ -47,14 +47,53 @@ pub(crate) struct ValRef {
 /// What a step computes; operands and results are node indices (resolved to values at run).
 #[derive(Clone, Debug)]
 pub(crate) enum StepKind {
-    Fused { prog: Arc<FusedProgram>, inputs: SmallVec<[usize; 4]>, outputs: SmallVec<[usize; 4]> },
-    MatMul { a: usize, b: usize, c: Option<usize>, out: usize },
-    Reduce { kind: ReduceKind, x: usize, dims: ReduceDims, out: usize },
-    Cat { dim: usize, parts: SmallVec<[usize; 4]>, out: usize },
-    Copy { x: usize, out: usize },
-    RngState { rng: usize, offset: u64, out: usize },
-    Random { normal: bool, state: usize, out: usize },
-    Generic { op: Op, inputs: SmallVec<[usize; 4]>, out: usize },
+    Fused {
+        prog: Arc<FusedProgram>,
+        inputs: SmallVec<[usize; 4]>,
+        outputs: SmallVec<[usize; 4]>,
+    },
+    MatMul {
+        a: usize,
+        b: usize,
+        c: Option<usize>,
+        out: usize,
+    },
+    Reduce {
+        kind: ReduceKind,
+        x: usize,
+        dims: ReduceDims,
+        out: usize,
+    },
+    Cat {
+        dim: usize,
+        parts: SmallVec<[usize; 4]>,
+        out: usize,
+    },
+    Copy {
+        x: usize,
+        out: usize,
+    },
+    RngState {
+        rng: usize,
+        offset: u64,
+        out: usize,
+    },
+    Random {
+        normal: bool,
+        state: usize,
+        out: usize,
+    },
+    /// One category per row of dense weights `probs`.
+    Multinomial {
+        probs: usize,
+        state: usize,
+        out: usize,
+    },
+    Generic {
+        op: Op,
+        inputs: SmallVec<[usize; 4]>,
+        out: usize,
+    },
 }
 
 /// Reductions with a direct kernel.
@@ -83,6 +122,7 @@ impl StepKind {
             StepKind::Reduce { x, .. } | StepKind::Copy { x, .. } => SmallVec::from_slice(&[*x]),
             StepKind::RngState { rng, .. } => SmallVec::from_slice(&[*rng]),
             StepKind::Random { state, .. } => SmallVec::from_slice(&[*state]),
+            StepKind::Multinomial { probs, state, .. } => SmallVec::from_slice(&[*probs, *state]),
         }
     }
 
@@ -96,6 +136,7 @@ impl StepKind {
             | StepKind::Copy { out, .. }
             | StepKind::RngState { out, .. }
             | StepKind::Random { out, .. }
+            | StepKind::Multinomial { out, .. }
             | StepKind::Generic { out, .. } => SmallVec::from_slice(&[*out]),
         }
     }
@@ -286,6 +327,9 @@ pub(crate) fn lower(g: &Graph) -> Lowered {
                     Op::MatMul => StepKind::MatMul { a: arg(0), b: arg(1), c: None, out: i },
                     Op::RandNormal(_) | Op::RandUniform(_) => {
                         StepKind::Random { normal: matches!(op, Op::RandNormal(_)), state: arg(0), out: i }
+                    }
+                    Op::Multinomial if x_dense => {
+                        StepKind::Multinomial { probs: arg(0), state: arg(1), out: i }
                     }
                     Op::Sum(p)
                         if x_dense && p.dims.windows(2).all(|w| w[1] == w[0] + 1) && !p.dims.is_empty() =>

@@ -11,6 +11,7 @@ use janus_kernels::matmul::{MatLayout, MatmulDims, matmul};
 use janus_kernels::reduce as red;
 use janus_kernels::strided::{PARALLEL_MIN_ELEMS, Src, copy, map1};
 use janus_kernels::{Element, philox, with_any_type, with_float_type};
+use smallvec::SmallVec;
 
 /// Strides reading `v` at every index of the (larger or equal) broadcast shape `out`.
 fn broadcast_strides(v: &ValRef, out: &[usize]) -> Strides {
@@ -36,8 +37,9 @@ pub(crate) fn run_step<'a>(step: &Step, vals: &'a [Option<ValRef>], f: &Frame<'a
     let val = |i: usize| vals[i].as_ref().expect("every node read by a step has a value");
     match &step.kind {
         StepKind::Fused { prog, inputs, outputs } => with_float_type!(prog.dtype, T => {
-            let strides: Vec<Strides> = inputs.iter().map(|&i| broadcast_strides(val(i), &prog.shape)).collect();
-            let ins: Vec<Input<T>> = inputs
+            let strides: SmallVec<[Strides; 4]> =
+                inputs.iter().map(|&i| broadcast_strides(val(i), &prog.shape)).collect();
+            let ins: SmallVec<[Input<T>; 4]> = inputs
                 .iter()
                 .zip(&strides)
                 .map(|(&i, st)| {
@@ -48,7 +50,7 @@ pub(crate) fn run_step<'a>(step: &Step, vals: &'a [Option<ValRef>], f: &Frame<'a
                     }
                 })
                 .collect();
-            let outs: Vec<Output<T>> = outputs
+            let outs: SmallVec<[Output<T>; 4]> = outputs
                 .iter()
                 .map(|&o| {
                     let v = val(o);
@@ -87,9 +89,19 @@ pub(crate) fn run_step<'a>(step: &Step, vals: &'a [Option<ValRef>], f: &Frame<'a
             let dst = unsafe { f.dst::<T>(vo) };
             if let Some(c) = c.filter(|_| !in_place) {
                 let vc = val(c);
-                let st = broadcast_strides(vc, &vo.shape);
-                let sc = f.src::<T>(vc);
-                copy(&vo.shape, Src::new(sc.data, &st, sc.offset), dst);
+                let n = dims.n;
+                let row_like = vc.shape.numel() == n
+                    && vc.shape.iter().last().is_none_or(|&d| d == n)
+                    && vc.strides.last().is_none_or(|&s| s == 1 || n == 1);
+                if row_like {
+                    // A bias row broadcast over every output row (the common case).
+                    let row = &f.src::<T>(vc).data[vc.offset..vc.offset + n];
+                    dst.chunks_exact_mut(n.max(1)).for_each(|d| d.copy_from_slice(row));
+                } else {
+                    let st = broadcast_strides(vc, &vo.shape);
+                    let sc = f.src::<T>(vc);
+                    copy(&vo.shape, Src::new(sc.data, &st, sc.offset), dst);
+                }
             }
             matmul(dims, sa.data, mat_layout(va), sb.data, mat_layout(vb), dst, c.is_some());
         }, _ => unreachable!("matmul runs on floats")),
@@ -130,6 +142,23 @@ pub(crate) fn run_step<'a>(step: &Step, vals: &'a [Option<ValRef>], f: &Frame<'a
                 let d = unsafe { f.dst::<T>(val(*out)) };
                 if *normal { philox::fill_normal(key, counter, d); } else { philox::fill_uniform(key, counter, d); }
             }, _ => unreachable!("random fills are floats"))
+        }
+        StepKind::Multinomial { probs, state, out } => {
+            let s = f.dense::<i64>(val(*state));
+            let vp = val(*probs);
+            let cols = vp.shape.iter().last().copied().unwrap_or(1);
+            // SAFETY: the result is disjoint from the operands (plan).
+            let d = unsafe { f.dst::<i64>(val(*out)) };
+            let res = with_float_type!(vp.dtype, T => {
+                philox::multinomial(f.dense::<T>(vp), cols, s[0] as u64, s[1] as u64, d)
+            }, _ => unreachable!("multinomial weights are floats"));
+            if let Err(row) = res {
+                crate::error::bail!(
+                    "multinomial",
+                    "row {row} of {:?} has negative, non-finite or all-zero weights",
+                    vp.shape
+                );
+            }
         }
         StepKind::Generic { op, inputs, out } => {
             let args: Vec<crate::Tensor> = inputs.iter().map(|&i| f.tensor(val(i))).collect();

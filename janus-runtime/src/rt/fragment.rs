@@ -49,7 +49,7 @@ pub struct Fragment {
 }
 
 struct State {
-    variants: RwLock<HashMap<u64, Vec<Arc<Variant>>>>,
+    variants: RwLock<HashMap<u64, Vec<Arc<Variant>>, key::BuildFx>>,
     keys: AtomicU64,
     opaque: OnceLock<String>,
     counters: Counters,
@@ -117,7 +117,7 @@ impl Fragment {
             super::stats::register(self);
             crate::config::init_logging();
             State {
-                variants: RwLock::new(HashMap::new()),
+                variants: RwLock::new(HashMap::default()),
                 keys: AtomicU64::new(0),
                 opaque: OnceLock::new(),
                 counters: Counters::default(),
@@ -172,12 +172,12 @@ impl Fragment {
             if mode == Mode::Check || (every > 0 && n.is_multiple_of(every)) {
                 // Replay, then rewind the random stream so the statements draw the same numbers.
                 let pos = crate::random::stream_position();
-                let replayed = staged.compiled.replay(&key::distinct(&leaves));
+                let replayed = staged.compiled.replay(&key::distinct(leaves));
                 crate::random::set_stream_position(pos.0, pos.1);
                 Counters::bump(&st.counters.checks);
                 return Enter::Body(Scope { frag: self, kind: ScopeKind::Check { key: fp, replayed } });
             }
-            let tensors = staged.compiled.replay(&key::distinct(&leaves)).into();
+            let tensors = staged.compiled.replay(&key::distinct(leaves)).into();
             return Enter::Replay(Replayed {
                 tensors,
                 consts: staged.consts.iter().copied().collect::<VecDeque<_>>(),
@@ -273,7 +273,7 @@ impl Fragment {
             return;
         }
         let t0 = Instant::now();
-        let distinct = key::distinct(leaves);
+        let distinct = key::distinct(leaves.to_vec());
         let mut needs: Vec<bool> = distinct.iter().map(|t| t.needs_grad() && is_grad_enabled()).collect();
         needs.resize(rec.graph.inputs.len(), false);
         let name = self.name();

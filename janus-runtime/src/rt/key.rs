@@ -20,11 +20,43 @@ pub struct Key {
 impl Key {
     /// A 64-bit fingerprint for the fast path of lookups.
     pub fn fingerprint(&self) -> u64 {
-        let mut h = std::collections::hash_map::DefaultHasher::new();
+        let mut h = FxHasher::default();
         self.hash(&mut h);
         h.finish()
     }
 }
+
+/// The multiply-rotate hash of rustc's `FxHasher`: not DoS-resistant, but keys come from the
+/// program itself, and on the hit path SipHash cost more than the rest of the key.
+#[derive(Default, Clone, Copy)]
+pub(crate) struct FxHasher(u64);
+
+impl Hasher for FxHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        let mut chunks = bytes.chunks_exact(8);
+        for c in &mut chunks {
+            self.write_u64(u64::from_le_bytes(c.try_into().expect("8 bytes")));
+        }
+        for &b in chunks.remainder() {
+            self.write_u64(b as u64);
+        }
+    }
+
+    fn write_u64(&mut self, v: u64) {
+        self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+
+    fn write_usize(&mut self, v: usize) {
+        self.write_u64(v as u64);
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+/// A `HashMap` hasher for keys that are already fingerprints.
+pub(crate) type BuildFx = std::hash::BuildHasherDefault<FxHasher>;
 
 fn const_words(c: &ConstLeaf, w: &mut Vec<u64>) {
     let (tag, v) = match *c {
@@ -48,8 +80,11 @@ fn leaf_words(t: &Tensor, w: &mut Vec<u64>) {
 /// The leaves of a key's inputs, in order, with `Grads` entries resolved to the input leaves they
 /// belong to (DESIGN §13 rule 12): entries for leaves that are not inputs are ignored.
 pub(crate) fn gather_leaves(inputs: &[Probed]) -> Vec<Tensor> {
-    let mut leaves: Vec<Tensor> =
-        inputs.iter().filter(|p| p.grads.is_none()).flat_map(|p| p.leaves.iter().cloned()).collect();
+    let mut leaves: Vec<Tensor> = Vec::with_capacity(inputs.iter().map(|p| p.leaves.len()).sum());
+    leaves.extend(inputs.iter().filter(|p| p.grads.is_none()).flat_map(|p| p.leaves.iter().cloned()));
+    if inputs.iter().all(|p| p.grads.is_none()) {
+        return leaves;
+    }
     let plain = leaves.clone();
     for p in inputs {
         if let Some(g) = &p.grads {
@@ -70,7 +105,8 @@ pub(crate) fn build(
     generics: &[&'static str],
     mode: super::Mode,
 ) -> Key {
-    let mut words = vec![mode as u64, is_grad_enabled() as u64, inputs.len() as u64];
+    let mut words = Vec::with_capacity(8 + 2 * inputs.len() + 6 * leaves.len());
+    words.extend([mode as u64, is_grad_enabled() as u64, inputs.len() as u64]);
     let mut names: Vec<&'static str> = generics.to_vec();
     for p in inputs {
         names.push(p.type_name);
@@ -90,17 +126,32 @@ pub(crate) fn build(
             words.push(u64::MAX);
         }
     }
-    // Leaf types and alias classes.
-    let mut first: HashMap<u64, usize> = HashMap::new();
-    for (k, t) in leaves.iter().enumerate() {
+    // Leaf types and alias classes (the position of each leaf's first occurrence).
+    let firsts = first_occurrences(leaves);
+    for (t, first) in leaves.iter().zip(firsts) {
         leaf_words(t, &mut words);
-        words.push(*first.entry(t.id()).or_insert(k) as u64);
+        words.push(first as u64);
     }
     Key { words, names }
 }
 
+/// For each leaf, the position of the first leaf that is the same tensor. A linear scan for the
+/// few leaves of a typical block (cheaper than hashing on the hit path), a map beyond that.
+fn first_occurrences(leaves: &[Tensor]) -> Vec<usize> {
+    if leaves.len() <= 32 {
+        return (0..leaves.len())
+            .map(|k| leaves[..k].iter().position(|u| u.id() == leaves[k].id()).unwrap_or(k))
+            .collect();
+    }
+    let mut first: HashMap<u64, usize> = HashMap::with_capacity(leaves.len());
+    leaves.iter().enumerate().map(|(k, t)| *first.entry(t.id()).or_insert(k)).collect()
+}
+
 /// The leaves to pass to an executor: each distinct tensor once (aliases share a graph input).
-pub(crate) fn distinct(leaves: &[Tensor]) -> Vec<Tensor> {
-    let mut seen = std::collections::HashSet::new();
-    leaves.iter().filter(|t| seen.insert(t.id())).cloned().collect()
+pub(crate) fn distinct(leaves: Vec<Tensor>) -> Vec<Tensor> {
+    let firsts = first_occurrences(&leaves);
+    if firsts.iter().enumerate().all(|(k, &f)| k == f) {
+        return leaves;
+    }
+    leaves.into_iter().zip(firsts).enumerate().filter(|&(k, (_, f))| k == f).map(|(_, (t, _))| t).collect()
 }

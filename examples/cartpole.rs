@@ -1,0 +1,136 @@
+//! REINFORCE on CartPole-v1 (dynamics written below, in `common/cartpole.rs`): a `#[janus]`
+//! `act()` runs batch-1 inference and sampling on every environment step, a `#[janus]`
+//! `update()` one policy-gradient step at the end of each episode. Trains in eager mode and in
+//! janus mode from the same seed and prints the throughput of each.
+//!
+//! ```text
+//! cargo run --release --example cartpole
+//! cargo run --release --example cartpole -- --mode janus --episodes 300
+//! ```
+
+#[path = "common/cartpole.rs"]
+mod cartpole;
+#[path = "common/cli.rs"]
+mod cli;
+
+use std::time::Instant;
+
+use cartpole::{CartPole, MAX_STEPS, Policy};
+use janus::prelude::*;
+
+/// What one training run measured.
+struct Run {
+    mode: Mode,
+    episodes: usize,
+    steps: usize,
+    solved_at: Option<usize>,
+    wall_s: f64,
+    rollout_us_per_step: f64,
+    update_ms_500: Option<f64>,
+    last20: f64,
+}
+
+fn train(mode: Mode, seed: u64, max_episodes: usize, target: f64) -> Run {
+    janus::set_mode(mode);
+    janus::manual_seed(seed);
+    let mut policy = Policy::new();
+    let mut opt = optim::Adam::new(1e-2);
+    let mut env = CartPole::new(seed);
+    let (mut returns, mut rollout_us, mut update_ms_500) = (Vec::new(), Vec::new(), Vec::new());
+    let progress = cli::Progress::new(max_episodes as u64, 25);
+    let avg20 =
+        |r: &[usize]| r[r.len().saturating_sub(20)..].iter().sum::<usize>() as f64 / r.len().min(20) as f64;
+    let start = Instant::now();
+    let mut solved_at = None;
+    while returns.len() < max_episodes {
+        let ep = cartpole::run_episode(&mut policy, &mut opt, &mut env);
+        if !ep.loss.is_finite() {
+            cli::fail(&format!("the loss diverged in episode {} ({})", returns.len(), ep.loss));
+        }
+        returns.push(ep.len);
+        rollout_us.push(ep.rollout_s * 1e6 / ep.len as f64);
+        if ep.len == MAX_STEPS {
+            update_ms_500.push(ep.update_s * 1e3);
+        }
+        progress.update(returns.len() as u64, || {
+            format!("return {:>3}, last 20: {:.1}", ep.len, avg20(&returns))
+        });
+        if returns.len() >= 20 && avg20(&returns) >= target {
+            solved_at = Some(returns.len());
+            break;
+        }
+    }
+    progress.finish();
+    Run {
+        mode,
+        episodes: returns.len(),
+        steps: returns.iter().sum(),
+        solved_at,
+        wall_s: start.elapsed().as_secs_f64(),
+        rollout_us_per_step: cli::median(&mut rollout_us),
+        update_ms_500: (!update_ms_500.is_empty()).then(|| cli::median(&mut update_ms_500)),
+        last20: avg20(&returns),
+    }
+}
+
+fn main() {
+    let args = cli::Args::parse(
+        "cartpole",
+        "REINFORCE on CartPole-v1 with a #[janus] act() and update().",
+        &[
+            ("mode", "both", "eager | janus | check | both (eager, then janus, from the same seed)"),
+            ("episodes", "1000", "stop after this many episodes if not solved"),
+            ("target", "475", "solved when the mean return of 20 consecutive episodes reaches this"),
+            ("seed", "1", "seed of the initialisation, the environment and the sampling"),
+            ("device", "cpu", "cpu (cuda is not in this build)"),
+        ],
+    );
+    let _device = args.device();
+    let modes = match args.str("mode") {
+        "both" => vec![Mode::Eager, Mode::Janus],
+        m => vec![cli::parse_mode(m).unwrap_or_else(|e| cli::fail(&e))],
+    };
+    let (seed, episodes, target): (u64, usize, f64) =
+        (args.get("seed"), args.get("episodes"), args.get("target"));
+    let mut runs = Vec::new();
+    for mode in modes {
+        println!("training in {mode:?} mode (seed {seed}, at most {episodes} episodes)");
+        let run = train(mode, seed, episodes, target);
+        match run.solved_at {
+            Some(e) => println!("solved after {e} episodes: mean return of the last 20 is {:.1}", run.last20),
+            None => {
+                println!("not solved in {episodes} episodes: mean return of the last 20 is {:.1}", run.last20)
+            }
+        }
+        runs.push(run);
+    }
+
+    println!(
+        "\n| mode | episodes | env steps | wall s | env steps/s | episodes/s | act+env µs/step | update ms (500-step episode) |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|");
+    for r in &runs {
+        println!(
+            "| {:?} | {} | {} | {:.2} | {:.0} | {:.1} | {:.2} | {} |",
+            r.mode,
+            r.episodes,
+            r.steps,
+            r.wall_s,
+            r.steps as f64 / r.wall_s,
+            r.episodes as f64 / r.wall_s,
+            r.rollout_us_per_step,
+            r.update_ms_500.map_or("-".into(), |v| format!("{v:.3}")),
+        );
+    }
+    if let [e, j] = &runs[..] {
+        println!(
+            "\njanus vs eager: {:.2}x env steps/s (the runs may differ in episodes: sampling draws the same \
+             random numbers, but compiled kernels round differently)",
+            (j.steps as f64 / j.wall_s) / (e.steps as f64 / e.wall_s)
+        );
+    }
+    println!("\n{}", janus::explain());
+    if runs.iter().any(|r| r.solved_at.is_none()) && args.str("episodes") == "1000" {
+        std::process::exit(1);
+    }
+}
