@@ -21,7 +21,7 @@ fn same<A, R: std::fmt::Debug>(args: &[A], f: impl Fn(&A) -> R, eq: impl Fn(&R, 
     }
 }
 
-#[janus]
+#[janus(min_ops = 1)]
 fn normalize(x: &Tensor) -> Tensor {
     let n = x.square().sum_all().sqrt();
     let big = n.gt_scalar(1.0).to_bool();
@@ -33,7 +33,7 @@ fn normalize(x: &Tensor) -> Tensor {
     }
 }
 
-#[janus]
+#[janus(min_ops = 1)]
 fn halve_until_small(x: &Tensor) -> (Tensor, usize) {
     let mut y = x.clone();
     let mut steps = 0;
@@ -48,7 +48,7 @@ fn validate(t: &Tensor) -> Result<Tensor, String> {
     if t.max_all().item() > 100.0 { Err("too large".into()) } else { Ok(t.clone()) }
 }
 
-#[janus]
+#[janus(min_ops = 1)]
 fn checked(x: &Tensor) -> Result<Tensor, String> {
     let m = x.min_all();
     if m.item() < 0.0 {
@@ -61,7 +61,7 @@ fn checked(x: &Tensor) -> Result<Tensor, String> {
 
 /// Shadows reference parameters that a call receives bare (so they are in-outs of the block),
 /// and assigns a local before shadowing it.
-#[janus]
+#[janus(min_ops = 1)]
 fn shadowing(x: &Tensor, h: &Tensor) -> (Tensor, Tensor, Tensor) {
     let (h, x) = (Tensor::tanh(h) + x, Tensor::exp(x));
     let mut a = &x * 2.0;
@@ -75,7 +75,7 @@ fn rotate(a: &Tensor, b: &Tensor) -> (Tensor, Tensor) {
 }
 
 /// Destructuring assignments in a loop body carry state to the next iteration.
-#[janus]
+#[janus(min_ops = 1)]
 fn destructure(x: &Tensor, n: usize) -> Tensor {
     let (mut a, mut b) = (x.clone(), x * 0.5);
     let mut arr = [x.clone(), x.clone()];
@@ -138,7 +138,7 @@ struct TreeRnn {
     b: Tensor,
 }
 
-#[janus]
+#[janus(min_ops = 1)]
 fn encode(t: &Tree, p: &TreeRnn) -> Tensor {
     match t {
         Tree::Leaf(w) => {
@@ -210,7 +210,7 @@ impl Activation for ReluAct {
     }
 }
 
-#[janus]
+#[janus(min_ops = 1)]
 fn activate<A: Activation>(x: &Tensor) -> Tensor {
     let y = A::default().apply(x);
     y * 2.0 + 1.0

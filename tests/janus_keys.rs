@@ -18,7 +18,7 @@ fn frag(name: &str) -> Vec<janus::rt::FragmentStats> {
     janus::stats().function(name).cloned().collect()
 }
 
-#[janus(max_variants = 3)]
+#[janus(max_variants = 3, min_ops = 1)]
 fn scaled_tanh(x: &Tensor) -> Tensor {
     let y = (x * 1.5).tanh() + 0.5;
     y
@@ -41,7 +41,7 @@ fn changing_shapes_compile_variants_up_to_the_limit() {
     assert!(janus::explain().contains("variant limit (3) reached: `x` differs between calls"));
 }
 
-#[janus]
+#[janus(min_ops = 1)]
 fn affine(a: &Tensor, b: &Tensor) -> Tensor {
     let y = a * 2.0 + b;
     y
@@ -61,7 +61,7 @@ fn aliased_inputs_get_their_own_variant() {
     assert_eq!(frag("affine")[0].variants, 2, "{}", janus::explain());
 }
 
-#[janus]
+#[janus(min_ops = 1)]
 fn cubed(x: &Tensor) -> Tensor {
     let y = x.tanh() * x.square();
     y
@@ -92,7 +92,7 @@ impl Lcg {
     }
 }
 
-#[janus]
+#[janus(min_ops = 1)]
 fn jitter(x: &Tensor, rng: &mut Lcg) -> Tensor {
     let y = x + rng.next_f64();
     y
@@ -113,7 +113,7 @@ fn opaque_inputs_run_eagerly_and_host_state_advances() {
     assert!(f.eager.keys().any(|r| r.contains("opaque input `rng`")), "{}", janus::explain());
 }
 
-#[janus]
+#[janus(min_ops = 1)]
 fn closures_and_iterators(xs: &[Tensor], scale: f64) -> Tensor {
     let sq = |t: &Tensor| t.square() * scale;
     let parts: Vec<Tensor> = xs.iter().map(sq).collect();
@@ -129,13 +129,13 @@ fn closure_and_iterator_chain_in_a_static_block() {
     assert!(frag("closures_and_iterators").iter().any(|f| f.hits > 0), "{}", janus::explain());
 }
 
-#[janus(max_variants = 4)]
+#[janus(max_variants = 4, min_ops = 1)]
 fn sgd_constant_lr(w: &Tensor, g: &Tensor, lr: f64) -> Tensor {
     let w2 = w - g * lr;
     w2
 }
 
-#[janus(dynamic(lr))]
+#[janus(min_ops = 1, dynamic(lr))]
 fn sgd_dynamic_lr(w: &Tensor, g: &Tensor, lr: f64) -> Tensor {
     let w2 = w - g * lr;
     w2
@@ -159,7 +159,7 @@ fn host_scalars_key_the_cache_unless_dynamic() {
     assert_eq!(dynamic.hits, 10);
 }
 
-#[janus]
+#[janus(min_ops = 1)]
 #[allow(clippy::needless_range_loop)] // indexing `xs[t]` is the point: places as inputs
 fn collect_states(xs: &[Tensor]) -> Vec<Tensor> {
     let mut hs = Vec::new();
@@ -189,7 +189,7 @@ fn next_count() -> f64 {
     COUNTER.fetch_add(1, Ordering::SeqCst) as f64
 }
 
-#[janus]
+#[janus(min_ops = 1)]
 fn impure(x: &Tensor) -> Tensor {
     let y = x + next_count();
     y
@@ -211,13 +211,13 @@ fn constants_from_impure_code_are_never_baked_in() {
     );
 }
 
-#[janus]
+#[janus(min_ops = 1)]
 fn inner_cell(h: &Tensor) -> Tensor {
     let y = (h * 0.5).tanh();
     y
 }
 
-#[janus]
+#[janus(min_ops = 1)]
 fn outer_cell(h: &Tensor) -> Tensor {
     let a = inner_cell(h) + 1.0;
     let b = inner_cell(&a) * 2.0;
@@ -244,7 +244,7 @@ fn janus_functions_called_inside_a_recording_record_inline() {
     );
 }
 
-#[janus]
+#[janus(min_ops = 1)]
 fn maybe_bad(x: &Tensor, y: &Tensor) -> Tensor {
     let z = (x + y).exp();
     z
@@ -263,4 +263,34 @@ fn a_panic_inside_a_recording_leaves_later_calls_correct() {
     assert!(frag("maybe_bad")[0].hits >= 1, "{}", janus::explain());
     // Ordinary ops still work on this thread: no recording was left active.
     assert_eq!(vals(&(&x * 2.0)), [2.0, 2.0, 2.0]);
+}
+
+/// Two ops on small tensors: a replay would cost more than it saves.
+#[janus]
+fn tiny(x: &Tensor) -> Tensor {
+    (x * 2.0).tanh()
+}
+
+#[test]
+fn blocks_too_small_to_pay_off_run_eagerly_and_large_ones_compile() {
+    let small = Tensor::from_vec(vec![0.5f32, -1.0], [2]);
+    for _ in 0..5 {
+        assert!(close(&tiny(&small), &(&small * 2.0).tanh()));
+    }
+    let f = &frag("tiny")[0];
+    assert_eq!((f.hits, f.variants), (0, 0), "{}", janus::explain());
+    assert!(janus::explain().contains("too small to gain from compiling: 2 op(s)"), "{}", janus::explain());
+
+    // The same two ops on 8192 elements compile (one pass over memory instead of two); the
+    // decision is per block, so it takes a block that has not met small inputs.
+    let large = Tensor::randn([8192]);
+    for _ in 0..5 {
+        assert!(close(&tiny_large(&large), &(&large * 2.0).tanh()));
+    }
+    assert!(frag("tiny_large")[0].hits > 0, "{}", janus::explain());
+}
+
+#[janus]
+fn tiny_large(x: &Tensor) -> Tensor {
+    (x * 2.0).tanh()
 }

@@ -41,15 +41,25 @@ impl Args {
                 },
                 None => fail(&format!("unexpected argument `{a}`\n\n{}", usage())),
             };
-            let Some((key, _, _)) = flags.iter().find(|(n, _, _)| *n == name) else {
+            let Some((key, default, _)) = flags.iter().find(|(n, _, _)| *n == name) else {
                 fail(&format!("unknown flag `--{name}`\n\n{}", usage()))
             };
-            let v = inline
-                .or_else(|| it.next())
-                .unwrap_or_else(|| fail(&format!("flag `--{name}` needs a value")));
+            // A switch (default `false`) takes no value: `--quick`.
+            let v = if *default == "false" && inline.is_none() {
+                "true".to_string()
+            } else {
+                inline
+                    .or_else(|| it.next())
+                    .unwrap_or_else(|| fail(&format!("flag `--{name}` needs a value")))
+            };
             values.insert(key, v);
         }
         Args { values }
+    }
+
+    /// Whether a switch (a flag whose default is `false`) was given.
+    pub fn switch(&self, name: &str) -> bool {
+        self.str(name) == "true"
     }
 
     /// The flag's value as text.

@@ -17,8 +17,9 @@ fn lstm(mut m: &Lstm, mut xs: &[Tensor], mut ys: &[Tensor]) -> Tensor {
     )]
     {
         use ::janus::rt::{
-            InOutModule as _, InOutOpaque as _, InOutRef as _, OutputModule as _,
-            OutputModuleRef as _, OutputOpaque as _, ProbeKeyed as _, ProbeOpaque as _,
+            FixedMutRef as _, FixedOther as _, InOutModule as _, InOutOpaque as _,
+            InOutRef as _, OutputModule as _, OutputModuleRef as _, OutputOpaque as _,
+            ProbeKeyed as _, ProbeOpaque as _,
         };
         static __JANUS_FRAGMENT: ::janus::rt::Fragment = ::janus::rt::Fragment::new(::janus::rt::Site {
             function: "lstm",
@@ -27,16 +28,19 @@ fn lstm(mut m: &Lstm, mut xs: &[Tensor], mut ys: &[Tensor]) -> Tensor {
             index: 0u32,
             profile: 2u32,
             max_variants: 8u32,
+            min_ops: 3u32,
         });
         let __janus_w_h = ::janus::rt::Witness::new();
         let __janus_w_c = ::janus::rt::Witness::new();
         let __janus_w_loss = ::janus::rt::Witness::new();
         match __JANUS_FRAGMENT
             .enter(
-                ::std::vec![
-                    (& ::janus::rt::Probe(& xs[0])).probe("xs[0]"), (&
-                    ::janus::rt::Probe(& m.wh)).probe("m.wh")
-                ],
+                || {
+                    ::std::vec![
+                        (& ::janus::rt::Probe(& xs[0])).probe("xs[0]"), (&
+                        ::janus::rt::Probe(& m.wh)).probe("m.wh")
+                    ]
+                },
                 &[],
             )
         {
@@ -88,9 +92,9 @@ fn lstm(mut m: &Lstm, mut xs: &[Tensor], mut ys: &[Tensor]) -> Tensor {
         )]
         {
             use ::janus::rt::{
-                InOutModule as _, InOutOpaque as _, InOutRef as _, OutputModule as _,
-                OutputModuleRef as _, OutputOpaque as _, ProbeKeyed as _,
-                ProbeOpaque as _,
+                FixedMutRef as _, FixedOther as _, InOutModule as _, InOutOpaque as _,
+                InOutRef as _, OutputModule as _, OutputModuleRef as _,
+                OutputOpaque as _, ProbeKeyed as _, ProbeOpaque as _,
             };
             static __JANUS_FRAGMENT: ::janus::rt::Fragment = ::janus::rt::Fragment::new(::janus::rt::Site {
                 function: "lstm",
@@ -99,19 +103,23 @@ fn lstm(mut m: &Lstm, mut xs: &[Tensor], mut ys: &[Tensor]) -> Tensor {
                 index: 1u32,
                 profile: 2u32,
                 max_variants: 8u32,
+                min_ops: 3u32,
             });
             match __JANUS_FRAGMENT
                 .enter(
-                    ::std::vec![
-                        (& ::janus::rt::Probe(& xs[t])).probe("xs[t]"), (&
-                        ::janus::rt::Probe(& m.wx)).probe("m.wx"), (&
-                        ::janus::rt::Probe(& h)).probe("h"), (& ::janus::rt::Probe(& m
-                        .wh)).probe("m.wh"), (& ::janus::rt::Probe(& m.b)).probe("m.b"),
-                        (& ::janus::rt::Probe(& c)).probe("c"), (& ::janus::rt::Probe(&
-                        loss)).probe("loss"), (& ::janus::rt::Probe(& m.wy))
-                        .probe("m.wy"), (& ::janus::rt::Probe(& m.by)).probe("m.by"), (&
-                        ::janus::rt::Probe(& ys[t])).probe("ys[t]")
-                    ],
+                    || {
+                        ::std::vec![
+                            (& ::janus::rt::Probe(& xs[t])).probe("xs[t]"), (&
+                            ::janus::rt::Probe(& m.wx)).probe("m.wx"), (&
+                            ::janus::rt::Probe(& h)).probe("h"), (& ::janus::rt::Probe(&
+                            m.wh)).probe("m.wh"), (& ::janus::rt::Probe(& m.b))
+                            .probe("m.b"), (& ::janus::rt::Probe(& c)).probe("c"), (&
+                            ::janus::rt::Probe(& loss)).probe("loss"), (&
+                            ::janus::rt::Probe(& m.wy)).probe("m.wy"), (&
+                            ::janus::rt::Probe(& m.by)).probe("m.by"), (&
+                            ::janus::rt::Probe(& ys[t])).probe("ys[t]")
+                        ]
+                    },
                     &[],
                 )
             {
@@ -155,8 +163,9 @@ fn lstm(mut m: &Lstm, mut xs: &[Tensor], mut ys: &[Tensor]) -> Tensor {
     )]
     {
         use ::janus::rt::{
-            InOutModule as _, InOutOpaque as _, InOutRef as _, OutputModule as _,
-            OutputModuleRef as _, OutputOpaque as _, ProbeKeyed as _, ProbeOpaque as _,
+            FixedMutRef as _, FixedOther as _, InOutModule as _, InOutOpaque as _,
+            InOutRef as _, OutputModule as _, OutputModuleRef as _, OutputOpaque as _,
+            ProbeKeyed as _, ProbeOpaque as _,
         };
         static __JANUS_FRAGMENT: ::janus::rt::Fragment = ::janus::rt::Fragment::new(::janus::rt::Site {
             function: "lstm",
@@ -165,14 +174,17 @@ fn lstm(mut m: &Lstm, mut xs: &[Tensor], mut ys: &[Tensor]) -> Tensor {
             index: 2u32,
             profile: 2u32,
             max_variants: 8u32,
+            min_ops: 3u32,
         });
         let __janus_w_janus_tail = ::janus::rt::Witness::new();
         match __JANUS_FRAGMENT
             .enter(
-                ::std::vec![
-                    (& ::janus::rt::Probe(& loss)).probe("loss"), (& ::janus::rt::Probe(&
-                    xs)).probe("xs")
-                ],
+                || {
+                    ::std::vec![
+                        (& ::janus::rt::Probe(& loss)).probe("loss"), (&
+                        ::janus::rt::Probe(& xs)).probe("xs")
+                    ]
+                },
                 &[],
             )
         {

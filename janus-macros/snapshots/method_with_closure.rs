@@ -13,9 +13,9 @@ fn update<A: Act>(mut self: &mut Self, mut grads: &[Tensor], mut lr: f64) {
         )]
         {
             use ::janus::rt::{
-                InOutModule as _, InOutOpaque as _, InOutRef as _, OutputModule as _,
-                OutputModuleRef as _, OutputOpaque as _, ProbeKeyed as _,
-                ProbeOpaque as _,
+                FixedMutRef as _, FixedOther as _, InOutModule as _, InOutOpaque as _,
+                InOutRef as _, OutputModule as _, OutputModuleRef as _,
+                OutputOpaque as _, ProbeKeyed as _, ProbeOpaque as _,
             };
             static __JANUS_FRAGMENT: ::janus::rt::Fragment = ::janus::rt::Fragment::new(::janus::rt::Site {
                 function: "update",
@@ -24,15 +24,18 @@ fn update<A: Act>(mut self: &mut Self, mut grads: &[Tensor], mut lr: f64) {
                 index: 0u32,
                 profile: 2u32,
                 max_variants: 8u32,
+                min_ops: 3u32,
             });
             let __janus_dyn_lr = ::janus::rt::dynamic_scalar(lr);
             match __JANUS_FRAGMENT
                 .enter(
-                    ::std::vec![
-                        (& ::janus::rt::Probe(& __janus_dyn_lr)).probe("lr"), (&
-                        ::janus::rt::Probe(& * w)).probe("*w"), (& ::janus::rt::Probe(&
-                        g)).probe("g")
-                    ],
+                    || {
+                        ::std::vec![
+                            (& ::janus::rt::Probe(& __janus_dyn_lr)).probe("lr"), (&
+                            ::janus::rt::Probe(& * w)).probe("*w"), (&
+                            ::janus::rt::Probe(& g)).probe("g")
+                        ]
+                    },
                     &[::std::any::type_name::<A>(), ::std::any::type_name::<Self>()],
                 )
             {
@@ -47,15 +50,13 @@ fn update<A: Act>(mut self: &mut Self, mut grads: &[Tensor], mut lr: f64) {
                         .exit(
                             ::std::vec![
                                 (&& & ::janus::rt::Witness::of(& * w)).output(& * w, "*w"),
-                                (&& & ::janus::rt::Witness::of(& g)).inout_output(& g, "g")
+                                (&& ::janus::rt::Witness::of(& g)).fixed_output(& g, "g")
                             ],
                         );
                 }
                 ::janus::rt::Enter::Replay(mut __janus_out) => {
                     (&&&::janus::rt::Witness::of(&*w))
                         .restore(&mut *w, &mut __janus_out);
-                    (&&&::janus::rt::Witness::of(&g))
-                        .inout_restore(&mut g, &mut __janus_out);
                 }
             }
         }

@@ -18,8 +18,9 @@ fn train_step(
     )]
     {
         use ::janus::rt::{
-            InOutModule as _, InOutOpaque as _, InOutRef as _, OutputModule as _,
-            OutputModuleRef as _, OutputOpaque as _, ProbeKeyed as _, ProbeOpaque as _,
+            FixedMutRef as _, FixedOther as _, InOutModule as _, InOutOpaque as _,
+            InOutRef as _, OutputModule as _, OutputModuleRef as _, OutputOpaque as _,
+            ProbeKeyed as _, ProbeOpaque as _,
         };
         static __JANUS_FRAGMENT: ::janus::rt::Fragment = ::janus::rt::Fragment::new(::janus::rt::Site {
             function: "train_step",
@@ -28,15 +29,18 @@ fn train_step(
             index: 0u32,
             profile: 2u32,
             max_variants: 8u32,
+            min_ops: 3u32,
         });
         let __janus_w_loss = ::janus::rt::Witness::new();
         match __JANUS_FRAGMENT
             .enter(
-                ::std::vec![
-                    (& ::janus::rt::Probe(& m.l1)).probe("m.l1"), (& ::janus::rt::Probe(&
-                    x)).probe("x"), (& ::janus::rt::Probe(& m.l2)).probe("m.l2"), (&
-                    ::janus::rt::Probe(& y)).probe("y")
-                ],
+                || {
+                    ::std::vec![
+                        (& ::janus::rt::Probe(& m.l1)).probe("m.l1"), (&
+                        ::janus::rt::Probe(& x)).probe("x"), (& ::janus::rt::Probe(& m
+                        .l2)).probe("m.l2"), (& ::janus::rt::Probe(& y)).probe("y")
+                    ]
+                },
                 &[],
             )
         {
@@ -80,8 +84,9 @@ fn train_step(
     )]
     {
         use ::janus::rt::{
-            InOutModule as _, InOutOpaque as _, InOutRef as _, OutputModule as _,
-            OutputModuleRef as _, OutputOpaque as _, ProbeKeyed as _, ProbeOpaque as _,
+            FixedMutRef as _, FixedOther as _, InOutModule as _, InOutOpaque as _,
+            InOutRef as _, OutputModule as _, OutputModuleRef as _, OutputOpaque as _,
+            ProbeKeyed as _, ProbeOpaque as _,
         };
         static __JANUS_FRAGMENT: ::janus::rt::Fragment = ::janus::rt::Fragment::new(::janus::rt::Site {
             function: "train_step",
@@ -90,13 +95,17 @@ fn train_step(
             index: 1u32,
             profile: 2u32,
             max_variants: 8u32,
+            min_ops: 3u32,
         });
         match __JANUS_FRAGMENT
             .enter(
-                ::std::vec![
-                    (& ::janus::rt::Probe(& opt)).probe("opt"), (& ::janus::rt::Probe(&
-                    m)).probe("m"), (& ::janus::rt::Probe(& grads)).probe("grads")
-                ],
+                || {
+                    ::std::vec![
+                        (& ::janus::rt::Probe(& opt)).probe("opt"), (&
+                        ::janus::rt::Probe(& m)).probe("m"), (& ::janus::rt::Probe(&
+                        grads)).probe("grads")
+                    ]
+                },
                 &[],
             )
         {

@@ -235,6 +235,11 @@ fn control_expr(e: &mut Expr, env: &Env, ctx: &mut Ctx) {
                 for n in pattern_names(&arm.pat) {
                     inner.declare(n.to_string());
                 }
+                if !matches!(&*arm.body, Expr::Block(_)) {
+                    // `Pat => expr` is `Pat => { expr }`, whose statement list can be staged.
+                    let body = &arm.body;
+                    *arm.body = syn::parse_quote_spanned!(body.span()=> { #body });
+                }
                 if let Expr::Block(b) = &mut *arm.body {
                     block(&mut b.block, &inner, ctx);
                 }
@@ -264,11 +269,15 @@ fn flush(run: &mut Vec<Stmt>, env: &Env, live_after: &HashSet<String>, out: &mut
     let outer = |root: &str| env.level.get(root).is_some_and(|&l| l < env.depth);
     let kept = |root: &str| outer(root) || env.references.contains(root) || live_after.contains(root);
     let assigned: Vec<&Place> = info.assigned.iter().filter(|p| kept(&p.root)).collect();
-    let inouts: Vec<&String> = info
+    // In-out locals are restored on replay when their binding is `mut`; the others (loop and
+    // match pattern bindings, which cannot be made `mut` without changing how they bind) are
+    // only checked: nothing to restore for values and shared references, and a `&mut`
+    // binding among them makes the block run eagerly.
+    let (inouts, fixed): (Vec<&String>, Vec<&String>) = info
         .inouts
         .iter()
         .filter(|n| kept(n) && !assigned.iter().any(|p| p.steps.is_empty() && &&p.root == n))
-        .collect();
+        .partition(|n| env.mutable.contains(*n));
     let mut defined: Vec<Ident> = Vec::new();
     for d in info.defs.iter().rev() {
         let name = d.to_string();
@@ -277,7 +286,7 @@ fn flush(run: &mut Vec<Stmt>, env: &Env, live_after: &HashSet<String>, out: &mut
         }
     }
     defined.reverse();
-    out.extend(fragment(&stmts, &copies, &info.inputs, &assigned, &inouts, &defined, ctx));
+    out.extend(fragment(&stmts, &copies, &info.inputs, &assigned, (&inouts, &fixed), &defined, ctx));
 }
 
 fn fragment(
@@ -285,14 +294,15 @@ fn fragment(
     copies: &[Stmt],
     inputs: &[Place],
     assigned: &[&Place],
-    inouts: &[&String],
+    (inouts, fixed): (&[&String], &[&String]),
     defined: &[Ident],
     ctx: &mut Ctx,
 ) -> Vec<Stmt> {
     let span = stmts.first().map(|s| s.span()).unwrap_or_else(Span::call_site);
     let index = ctx.next;
     ctx.next += 1;
-    let (function, profile, max_variants) = (&ctx.function, ctx.opts.profile, ctx.opts.max_variants);
+    let (function, profile, max_variants, min_ops) =
+        (&ctx.function, ctx.opts.profile, ctx.opts.max_variants, ctx.opts.min_ops);
     let generics = &ctx.generics;
     let dynamic: Vec<&Place> = inputs
         .iter()
@@ -326,6 +336,10 @@ fn fragment(
         exit_outputs.push(quote! { (&&&::janus::rt::Witness::of(&#e)).output(&#e, #name) });
         restores.push(quote! { (&&&::janus::rt::Witness::of(&#e)).restore(&mut #e, &mut __janus_out); });
     }
+    for n in fixed {
+        let id = Ident::new(n, span);
+        exit_outputs.push(quote! { (&&::janus::rt::Witness::of(&#id)).fixed_output(&#id, #n) });
+    }
     for n in inouts {
         let id = Ident::new(n, span);
         exit_outputs.push(quote! { (&&&::janus::rt::Witness::of(&#id)).inout_output(&#id, #n) });
@@ -345,8 +359,8 @@ fn fragment(
         #[allow(unused_mut, unused_variables, unused_assignments, unused_imports, unreachable_code, non_snake_case, clippy::all)]
         {
             use ::janus::rt::{
-                InOutModule as _, InOutOpaque as _, InOutRef as _, OutputModule as _, OutputModuleRef as _,
-                OutputOpaque as _, ProbeKeyed as _, ProbeOpaque as _,
+                FixedMutRef as _, FixedOther as _, InOutModule as _, InOutOpaque as _, InOutRef as _,
+                OutputModule as _, OutputModuleRef as _, OutputOpaque as _, ProbeKeyed as _, ProbeOpaque as _,
             };
             static __JANUS_FRAGMENT: ::janus::rt::Fragment = ::janus::rt::Fragment::new(::janus::rt::Site {
                 function: #function,
@@ -355,10 +369,11 @@ fn fragment(
                 index: #index,
                 profile: #profile,
                 max_variants: #max_variants,
+                min_ops: #min_ops,
             });
             #(#dyn_decl)*
             #(let #witnesses = ::janus::rt::Witness::new();)*
-            match __JANUS_FRAGMENT.enter(::std::vec![#(#probes),*], &[#(#generics),*]) {
+            match __JANUS_FRAGMENT.enter(|| ::std::vec![#(#probes),*], &[#(#generics),*]) {
                 ::janus::rt::Enter::Body(__janus_scope) => {
                     let (#(#moved,)*) = {
                         #(#dyn_shadow)*

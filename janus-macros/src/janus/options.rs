@@ -1,4 +1,4 @@
-//! `#[janus(profile = 2, max_variants = 8, speculate = true, dynamic(lr, beta))]`.
+//! `#[janus(profile = 2, max_variants = 8, min_ops = 3, speculate = true, dynamic(lr, beta))]`.
 
 use proc_macro2::TokenStream;
 use syn::parse::{Parse, ParseStream};
@@ -9,6 +9,9 @@ use syn::{Ident, LitBool, LitInt, Token};
 pub(crate) struct Options {
     pub(crate) profile: u32,
     pub(crate) max_variants: u32,
+    /// Blocks recording fewer ops than this on small tensors run eagerly (a replay's fixed cost
+    /// would exceed what it saves).
+    pub(crate) min_ops: u32,
     /// Parsed for the whole-function speculation of DESIGN §8, which is not implemented yet.
     pub(crate) speculate: bool,
     pub(crate) dynamic: Vec<Ident>,
@@ -16,7 +19,7 @@ pub(crate) struct Options {
 
 impl Default for Options {
     fn default() -> Self {
-        Options { profile: 2, max_variants: 8, speculate: false, dynamic: Vec::new() }
+        Options { profile: 2, max_variants: 8, min_ops: 3, speculate: false, dynamic: Vec::new() }
     }
 }
 
@@ -39,6 +42,10 @@ impl Parse for Options {
                         o.max_variants = n;
                     }
                 }
+                "min_ops" => {
+                    input.parse::<Token![=]>()?;
+                    o.min_ops = input.parse::<LitInt>()?.base10_parse()?;
+                }
                 "speculate" => {
                     input.parse::<Token![=]>()?;
                     o.speculate = input.parse::<LitBool>()?.value;
@@ -53,7 +60,7 @@ impl Parse for Options {
                     return Err(syn::Error::new(
                         name.span(),
                         format!(
-                            "unknown option `{other}`; expected `profile = N`, `max_variants = N`, `speculate = bool` or `dynamic(names)`"
+                            "unknown option `{other}`; expected `profile = N`, `max_variants = N`, `min_ops = N`, `speculate = bool` or `dynamic(names)`"
                         ),
                     ));
                 }
@@ -78,8 +85,10 @@ mod tests {
 
     #[test]
     fn parses_every_option_and_rejects_unknown_ones() {
-        let o = parse(quote!(profile = 3, max_variants = 4, speculate = true, dynamic(lr, beta))).unwrap();
-        assert_eq!((o.profile, o.max_variants, o.speculate), (3, 4, true));
+        let o =
+            parse(quote!(profile = 3, max_variants = 4, min_ops = 1, speculate = true, dynamic(lr, beta)))
+                .unwrap();
+        assert_eq!((o.profile, o.max_variants, o.min_ops, o.speculate), (3, 4, 1, true));
         assert_eq!(o.dynamic.len(), 2);
         assert!(parse(quote!(fast = 1)).unwrap_err().to_string().contains("unknown option `fast`"));
         assert!(parse(quote!(profile = 0)).unwrap_err().to_string().contains("at least 1"));

@@ -16,6 +16,7 @@ use super::probe::{Probed, Replayed};
 use super::stats::{Counters, FragmentStats};
 use super::{Mode, mode};
 use crate::autograd::is_grad_enabled;
+use crate::graph::NodeOp;
 use crate::module::ConstLeaf;
 use crate::tensor::Tensor;
 use crate::trace::{self, RecordingGuard};
@@ -24,6 +25,9 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::Instant;
+
+/// Below this many elements per op, a block of fewer than `min_ops` ops runs eagerly.
+const SMALL_ELEMS: usize = 4096;
 
 /// Where a block is and the options of its function (written by the macro).
 #[derive(Debug)]
@@ -40,6 +44,9 @@ pub struct Site {
     pub profile: u32,
     /// Keys compiled at most; unseen keys beyond run eagerly.
     pub max_variants: u32,
+    /// A block whose recording has fewer ops than this, all on small tensors, runs eagerly
+    /// from then on: replaying it would cost more than it saves.
+    pub min_ops: u32,
 }
 
 /// A static block's dispatch state; one `static` per block in the generated code.
@@ -136,7 +143,7 @@ impl Fragment {
 
     /// Decides how this call runs. `generics` are the `type_name`s of the function's generic
     /// parameters (and `Self`), which key the cache like inputs do.
-    pub fn enter(&'static self, inputs: Vec<Probed>, generics: &[&'static str]) -> Enter {
+    pub fn enter(&'static self, probes: impl FnOnce() -> Vec<Probed>, generics: &[&'static str]) -> Enter {
         let st = self.state();
         Counters::bump(&st.counters.calls);
         let plain = |reason: &str| {
@@ -153,6 +160,7 @@ impl Fragment {
         if let Some(why) = st.opaque.get() {
             return plain(why);
         }
+        let inputs = probes();
         if let Some(p) = inputs.iter().find(|p| p.opaque.is_some()) {
             return plain(&format!("opaque input `{}`: {}", p.name, p.opaque.unwrap()));
         }
@@ -270,6 +278,19 @@ impl Fragment {
         }
         if prof.calls < self.site.profile.max(2) {
             prof.last = Some(rec);
+            return;
+        }
+        let ops = (rec.graph.nodes.iter())
+            .filter(|n| matches!(&n.op, NodeOp::Op(op) if !matches!(op, crate::ops::Op::Full(_))))
+            .count();
+        let largest = rec.graph.nodes.iter().map(|n| n.ty.shape.numel()).max().unwrap_or(0);
+        if ops < self.site.min_ops as usize && largest < SMALL_ELEMS {
+            let why = format!(
+                "too small to gain from compiling: {ops} op(s) on at most {largest} elements (min_ops = {})",
+                self.site.min_ops
+            );
+            log::info!(target: "janus", "{} ({}) always runs eagerly: {why}", self.name(), self.span());
+            let _ = st.opaque.set(why);
             return;
         }
         let t0 = Instant::now();

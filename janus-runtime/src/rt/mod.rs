@@ -12,8 +12,8 @@ pub use fragment::{Enter, Fragment, Scope, Site};
 pub use key::Key;
 pub use mode::{Mode, mode, set_mode, with_mode};
 pub use probe::{
-    InOutModule, InOutOpaque, InOutRef, Input, OutputModule, OutputModuleRef, OutputOpaque, Probe,
-    ProbeKeyed, ProbeOpaque, Probed, Prober, Replayed, Witness,
+    FixedMutRef, FixedOther, InOutModule, InOutOpaque, InOutRef, Input, OutputModule, OutputModuleRef,
+    OutputOpaque, Probe, ProbeKeyed, ProbeOpaque, Probed, Prober, Replayed, Witness,
 };
 pub use stats::{FragmentStats, Stats, explain, reset_caches, stats};
 

@@ -385,3 +385,36 @@ impl<T> InOutOpaque<T> for Witness<T> {
         unreachable!("janus internal error: an opaque fragment replayed")
     }
 }
+
+/// In-out locals whose binding is not `mut` (loop and match pattern bindings): a value or a
+/// shared reference cannot have been changed by the block, so there is nothing to restore; a
+/// `&mut` reference could have been, and cannot be restored through an immutable binding, so
+/// the block runs eagerly.
+pub trait FixedMutRef<T> {
+    /// Probes the local after the block.
+    fn fixed_output(&self, value: &T, name: &'static str) -> Probed;
+}
+
+impl<'a, U: ?Sized> FixedMutRef<&'a mut U> for &Witness<&'a mut U> {
+    fn fixed_output(&self, _value: &&'a mut U, name: &'static str) -> Probed {
+        let t = std::any::type_name::<&mut U>();
+        Probed {
+            name,
+            type_name: t,
+            opaque: Some("a `&mut` pattern binding (bind it with `let mut`)"),
+            ..Default::default()
+        }
+    }
+}
+
+/// See [`FixedMutRef`]: every other type.
+pub trait FixedOther<T> {
+    /// Probes the local after the block.
+    fn fixed_output(&self, value: &T, name: &'static str) -> Probed;
+}
+
+impl<T> FixedOther<T> for Witness<T> {
+    fn fixed_output(&self, _value: &T, name: &'static str) -> Probed {
+        Probed { name, type_name: std::any::type_name::<T>(), ..Default::default() }
+    }
+}

@@ -1,0 +1,251 @@
+//! The benchmark entry behind the README's performance table: each workload of the examples in
+//! eager mode, in janus mode and in check mode, measured in interleaved repeats (so machine
+//! noise hits every mode alike), as medians and ratios.
+//!
+//! ```text
+//! cargo run --release --example bench              # full run (under a minute)
+//! cargo run --release --example bench -- --quick   # a smoke run (CI)
+//! cargo run --release --example bench -- --only cartpole
+//! ```
+//!
+//! The LSTM step is the `shared/refbench` workload (T=32, B=32, V=65, H=128, plain SGD lr 0.1);
+//! CartPole and TreeRNN are the `cartpole` and `tree_rnn` examples' programs.
+
+#[path = "common/cartpole.rs"]
+mod cartpole;
+#[path = "common/cli.rs"]
+mod cli;
+#[path = "common/lstm_lm.rs"]
+mod lstm_lm;
+#[path = "common/tree_rnn.rs"]
+mod tree_rnn;
+
+use std::time::Instant;
+
+use janus::prelude::*;
+
+const MODES: [Mode; 3] = [Mode::Eager, Mode::Janus, Mode::Check];
+
+/// Medians per mode of a metric measured in `repeats` interleaved blocks; `block(mode)` returns
+/// the metric of one block (for instance milliseconds per step).
+fn interleaved(repeats: usize, mut block: impl FnMut(Mode) -> f64) -> [f64; 3] {
+    for m in MODES {
+        janus::with_mode(m, || block(m)); // warm-up: compiles, fills caches
+    }
+    let mut samples = [Vec::new(), Vec::new(), Vec::new()];
+    for _ in 0..repeats {
+        for (k, m) in MODES.into_iter().enumerate() {
+            samples[k].push(janus::with_mode(m, || block(m)));
+        }
+    }
+    samples.map(|mut s| cli::median(&mut s))
+}
+
+struct Row {
+    workload: &'static str,
+    metric: &'static str,
+    /// Eager, janus and check medians; `None` where a mode does not apply.
+    values: [Option<f64>; 3],
+}
+
+fn lstm(repeats: usize, steps: usize) -> Vec<Row> {
+    janus::manual_seed(0);
+    let data = lstm_lm::Batches::synthetic(16);
+    let init = lstm_lm::LstmLm::new(lstm_lm::V, lstm_lm::H);
+    let mut models = [init.clone(), init.clone(), init.clone()];
+    let mut k = 0;
+    let [e, j, c] = interleaved(repeats, |mode| {
+        let m = &mut models[MODES.iter().position(|&x| x == mode).unwrap()];
+        let t = Instant::now();
+        for _ in 0..steps {
+            let (xs, ys) = data.batch(k);
+            lstm_lm::janus_sgd_step(m, xs, ys, 0.1);
+            k += 1;
+        }
+        t.elapsed().as_secs_f64() * 1e3 / steps as f64
+    });
+    // The whole step (loss, backward, update) traced as one graph, for reference.
+    let traced = trace(|x: &[Tensor]| {
+        let mut m = lstm_lm::LstmLm {
+            wx: x[0].clone(),
+            wh: x[1].clone(),
+            b: x[2].clone(),
+            wy: x[3].clone(),
+            by: x[4].clone(),
+        };
+        let loss = lstm_lm::loss(&m, &x[5..5 + lstm_lm::T], &x[5 + lstm_lm::T..]);
+        let grads = loss.backward();
+        optim::Sgd::new(0.1).step(&mut m, &grads);
+        vec![loss, m.wx, m.wh, m.b, m.wy, m.by]
+    });
+    let mut p = vec![init.wx.clone(), init.wh.clone(), init.b.clone(), init.wy.clone(), init.by.clone()];
+    let mut whole = Vec::new();
+    for r in 0..repeats + 1 {
+        let t = Instant::now();
+        for _ in 0..steps {
+            let (xs, ys) = data.batch(k);
+            let args: Vec<Tensor> = p.iter().chain(xs).chain(ys).cloned().collect();
+            p = traced.run(&args)[1..].to_vec();
+            k += 1;
+        }
+        if r > 0 {
+            whole.push(t.elapsed().as_secs_f64() * 1e3 / steps as f64);
+        }
+    }
+    vec![
+        Row { workload: "LSTM LM", metric: "training step, ms", values: [Some(e), Some(j), Some(c)] },
+        Row {
+            workload: "LSTM LM",
+            metric: "training step as one graph (janus::trace), ms",
+            values: [Some(e), Some(cli::median(&mut whole)), None],
+        },
+    ]
+}
+
+fn cartpole(repeats: usize, steps: usize, updates: usize) -> Vec<Row> {
+    use cartpole::{CartPole, MAX_STEPS, Policy};
+    janus::manual_seed(0);
+    let policy = Policy::new();
+    // Batch-1 inference and sampling on every environment step, as in a rollout.
+    let mut env = CartPole::new(7);
+    let mut obs = env.reset();
+    let [ae, aj, ac] = interleaved(repeats, |_| {
+        let t = Instant::now();
+        for _ in 0..steps {
+            let a = no_grad(|| cartpole::act(&policy, &Tensor::from_vec(obs.to_vec(), [1, 4])));
+            let (next, done) = env.step(a);
+            obs = if done { env.reset() } else { next };
+        }
+        t.elapsed().as_secs_f64() * 1e6 / steps as f64
+    });
+    // The update after a 500-step episode (termination disabled, so every episode is full).
+    let mut env = CartPole::new(9);
+    (env.x_threshold, env.theta_threshold) = (f64::INFINITY, f64::INFINITY);
+    let mut o = env.reset();
+    let (mut obs_log, mut actions) = (Vec::new(), Vec::new());
+    for s in 0..MAX_STEPS {
+        obs_log.push(o);
+        actions.push(s % 2);
+        o = env.step(s % 2).0;
+    }
+    let mut learners: Vec<(Policy, optim::Adam)> =
+        (0..3).map(|_| (policy.clone(), optim::Adam::new(1e-2))).collect();
+    let [ue, uj, uc] = interleaved(repeats, |mode| {
+        let (p, opt) = &mut learners[MODES.iter().position(|&x| x == mode).unwrap()];
+        let t = Instant::now();
+        for _ in 0..updates {
+            let (o, a, g) = cartpole::episode_tensors(&obs_log, &actions);
+            cartpole::update(p, opt, &o, &a, &g);
+        }
+        t.elapsed().as_secs_f64() * 1e3 / updates as f64
+    });
+    // Whole fixed-length episodes: rollout plus update.
+    let mut envs: Vec<CartPole> = (0..3).map(|_| CartPole::new(11)).collect();
+    for e in &mut envs {
+        (e.x_threshold, e.theta_threshold) = (f64::INFINITY, f64::INFINITY);
+    }
+    let [ee, ej, ec] = interleaved(repeats, |mode| {
+        let i = MODES.iter().position(|&x| x == mode).unwrap();
+        let (p, opt) = &mut learners[i];
+        let t = Instant::now();
+        for _ in 0..updates / 4 + 1 {
+            cartpole::run_episode(p, opt, &mut envs[i]);
+        }
+        t.elapsed().as_secs_f64() * 1e3 / (updates / 4 + 1) as f64
+    });
+    vec![
+        Row { workload: "CartPole", metric: "act + env step, µs", values: [Some(ae), Some(aj), Some(ac)] },
+        Row {
+            workload: "CartPole",
+            metric: "update after a 500-step episode, ms",
+            values: [Some(ue), Some(uj), Some(uc)],
+        },
+        Row {
+            workload: "CartPole",
+            metric: "500-step episode (rollout + update), ms",
+            values: [Some(ee), Some(ej), Some(ec)],
+        },
+    ]
+}
+
+fn tree(repeats: usize, steps: usize) -> Vec<Row> {
+    janus::manual_seed(3);
+    let mut rng = tree_rnn::Rng(3);
+    let data = tree_rnn::dataset(&mut rng, 16 * 8);
+    let init = tree_rnn::TreeRnn::new();
+    let mut learners: Vec<(tree_rnn::TreeRnn, optim::Adam)> =
+        (0..3).map(|_| (init.clone(), optim::Adam::new(3e-3))).collect();
+    let mut k = 0;
+    let [e, j, c] = interleaved(repeats, |mode| {
+        let (p, opt) = &mut learners[MODES.iter().position(|&x| x == mode).unwrap()];
+        let t = Instant::now();
+        for _ in 0..steps {
+            let b = k % 8;
+            tree_rnn::train_step(p, opt, &data[b * 16..(b + 1) * 16]);
+            k += 1;
+        }
+        t.elapsed().as_secs_f64() * 1e3 / steps as f64
+    });
+    vec![Row {
+        workload: "TreeRNN",
+        metric: "training step (16 trees), ms",
+        values: [Some(e), Some(j), Some(c)],
+    }]
+}
+
+fn main() {
+    let args = cli::Args::parse(
+        "bench",
+        "Eager vs janus vs check mode on the examples' workloads: medians of interleaved repeats.",
+        &[("quick", "false", "a few iterations only (smoke test)"), ("only", "", "lstm | cartpole | tree")],
+    );
+    let quick = args.switch("quick");
+    let only = args.str("only");
+    let run = |name: &str| only.is_empty() || only == name;
+    let (repeats, scale) = if quick { (2, 1) } else { (9, 20) };
+    let mut rows = Vec::new();
+    if run("lstm") {
+        eprintln!("LSTM LM ...");
+        rows.extend(lstm(repeats, 2 * scale));
+    }
+    if run("cartpole") {
+        eprintln!("CartPole ...");
+        rows.extend(cartpole(repeats, 500 * scale, 4 * scale));
+    }
+    if run("tree") {
+        eprintln!("TreeRNN ...");
+        rows.extend(tree(repeats, 2 * scale));
+    }
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines().find(|l| l.starts_with("model name")).map(|l| l[l.find(':').unwrap() + 2..].to_string())
+        })
+        .unwrap_or_else(|| "unknown CPU".into());
+    println!(
+        "\njanus bench: medians of {repeats} interleaved repeats; {cpu}, {} threads\n",
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    );
+    println!("| workload | metric | eager | janus | check | janus speed-up | check slowdown |");
+    println!("|---|---|---:|---:|---:|---:|---:|");
+    let fmt = |v: Option<f64>| {
+        v.map_or("-".into(), |v| if v >= 100.0 { format!("{v:.0}") } else { format!("{v:.3}") })
+    };
+    for r in &rows {
+        let [e, j, c] = r.values;
+        let ratio = |a: Option<f64>, b: Option<f64>| match (a, b) {
+            (Some(a), Some(b)) => format!("{:.2}x", a / b),
+            _ => "-".into(),
+        };
+        println!(
+            "| {} | {} | {} | {} | {} | {} | {} |",
+            r.workload,
+            r.metric,
+            fmt(e),
+            fmt(j),
+            fmt(c),
+            ratio(e, j),
+            ratio(c, e)
+        );
+    }
+}
