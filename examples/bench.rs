@@ -1,6 +1,7 @@
 //! The benchmark entry behind the README's performance table: each workload of the examples in
 //! eager mode, in janus mode and in check mode, measured in interleaved repeats (so machine
-//! noise hits every mode alike), as medians and ratios.
+//! noise hits every mode alike), as medians of per-iteration times (like `shared/refbench`)
+//! and their ratios.
 //!
 //! ```text
 //! cargo run --release --example bench              # full run (under a minute)
@@ -26,19 +27,27 @@ use janus::prelude::*;
 
 const MODES: [Mode; 3] = [Mode::Eager, Mode::Janus, Mode::Check];
 
-/// Medians per mode of a metric measured in `repeats` interleaved blocks; `block(mode)` returns
-/// the metric of one block (for instance milliseconds per step).
-fn interleaved(repeats: usize, mut block: impl FnMut(Mode) -> f64) -> [f64; 3] {
+/// Per mode, the median over `repeats` interleaved blocks of every iteration's time, like the
+/// refbench's median per-step time; `block(mode, out)` runs one block and pushes the time of
+/// each iteration (in the metric's unit) to `out`.
+fn interleaved(repeats: usize, mut block: impl FnMut(Mode, &mut Vec<f64>)) -> [f64; 3] {
     for m in MODES {
-        janus::with_mode(m, || block(m)); // warm-up: compiles, fills caches
+        janus::with_mode(m, || block(m, &mut Vec::new())); // warm-up: compiles, fills caches
     }
     let mut samples = [Vec::new(), Vec::new(), Vec::new()];
     for _ in 0..repeats {
         for (k, m) in MODES.into_iter().enumerate() {
-            samples[k].push(janus::with_mode(m, || block(m)));
+            janus::with_mode(m, || block(m, &mut samples[k]));
         }
     }
     samples.map(|mut s| cli::median(&mut s))
+}
+
+/// Runs `f` and returns its time in `unit`s per second (1e3: milliseconds).
+fn timed(unit: f64, f: impl FnOnce()) -> f64 {
+    let t = Instant::now();
+    f();
+    t.elapsed().as_secs_f64() * unit
 }
 
 struct Row {
@@ -54,15 +63,13 @@ fn lstm(repeats: usize, steps: usize) -> Vec<Row> {
     let init = lstm_lm::LstmLm::new(lstm_lm::V, lstm_lm::H);
     let mut models = [init.clone(), init.clone(), init.clone()];
     let mut k = 0;
-    let [e, j, c] = interleaved(repeats, |mode| {
+    let [e, j, c] = interleaved(repeats, |mode, out| {
         let m = &mut models[MODES.iter().position(|&x| x == mode).unwrap()];
-        let t = Instant::now();
         for _ in 0..steps {
             let (xs, ys) = data.batch(k);
-            lstm_lm::janus_sgd_step(m, xs, ys, 0.1);
+            out.push(timed(1e3, || _ = lstm_lm::janus_sgd_step(m, xs, ys, 0.1)));
             k += 1;
         }
-        t.elapsed().as_secs_f64() * 1e3 / steps as f64
     });
     // The whole step (loss, backward, update) traced as one graph, for reference.
     let traced = trace(|x: &[Tensor]| {
@@ -81,15 +88,14 @@ fn lstm(repeats: usize, steps: usize) -> Vec<Row> {
     let mut p = vec![init.wx.clone(), init.wh.clone(), init.b.clone(), init.wy.clone(), init.by.clone()];
     let mut whole = Vec::new();
     for r in 0..repeats + 1 {
-        let t = Instant::now();
         for _ in 0..steps {
             let (xs, ys) = data.batch(k);
             let args: Vec<Tensor> = p.iter().chain(xs).chain(ys).cloned().collect();
-            p = traced.run(&args)[1..].to_vec();
+            let ms = timed(1e3, || p = traced.run(&args)[1..].to_vec());
+            if r > 0 {
+                whole.push(ms);
+            }
             k += 1;
-        }
-        if r > 0 {
-            whole.push(t.elapsed().as_secs_f64() * 1e3 / steps as f64);
         }
     }
     vec![
@@ -109,14 +115,14 @@ fn cartpole(repeats: usize, steps: usize, updates: usize) -> Vec<Row> {
     // Batch-1 inference and sampling on every environment step, as in a rollout.
     let mut env = CartPole::new(7);
     let mut obs = env.reset();
-    let [ae, aj, ac] = interleaved(repeats, |_| {
-        let t = Instant::now();
+    let [ae, aj, ac] = interleaved(repeats, |_, out| {
         for _ in 0..steps {
-            let a = no_grad(|| cartpole::act(&policy, &Tensor::from_vec(obs.to_vec(), [1, 4])));
-            let (next, done) = env.step(a);
-            obs = if done { env.reset() } else { next };
+            out.push(timed(1e6, || {
+                let a = no_grad(|| cartpole::act(&policy, &Tensor::from_vec(obs.to_vec(), [1, 4])));
+                let (next, done) = env.step(a);
+                obs = if done { env.reset() } else { next };
+            }));
         }
-        t.elapsed().as_secs_f64() * 1e6 / steps as f64
     });
     // The update after a 500-step episode (termination disabled, so every episode is full).
     let mut env = CartPole::new(9);
@@ -130,28 +136,26 @@ fn cartpole(repeats: usize, steps: usize, updates: usize) -> Vec<Row> {
     }
     let mut learners: Vec<(Policy, optim::Adam)> =
         (0..3).map(|_| (policy.clone(), optim::Adam::new(1e-2))).collect();
-    let [ue, uj, uc] = interleaved(repeats, |mode| {
+    let [ue, uj, uc] = interleaved(repeats, |mode, out| {
         let (p, opt) = &mut learners[MODES.iter().position(|&x| x == mode).unwrap()];
-        let t = Instant::now();
         for _ in 0..updates {
-            let (o, a, g) = cartpole::episode_tensors(&obs_log, &actions);
-            cartpole::update(p, opt, &o, &a, &g);
+            out.push(timed(1e3, || {
+                let (o, a, g) = cartpole::episode_tensors(&obs_log, &actions);
+                cartpole::update(p, opt, &o, &a, &g);
+            }));
         }
-        t.elapsed().as_secs_f64() * 1e3 / updates as f64
     });
     // Whole fixed-length episodes: rollout plus update.
     let mut envs: Vec<CartPole> = (0..3).map(|_| CartPole::new(11)).collect();
     for e in &mut envs {
         (e.x_threshold, e.theta_threshold) = (f64::INFINITY, f64::INFINITY);
     }
-    let [ee, ej, ec] = interleaved(repeats, |mode| {
+    let [ee, ej, ec] = interleaved(repeats, |mode, out| {
         let i = MODES.iter().position(|&x| x == mode).unwrap();
         let (p, opt) = &mut learners[i];
-        let t = Instant::now();
         for _ in 0..updates / 4 + 1 {
-            cartpole::run_episode(p, opt, &mut envs[i]);
+            out.push(timed(1e3, || _ = cartpole::run_episode(p, opt, &mut envs[i])));
         }
-        t.elapsed().as_secs_f64() * 1e3 / (updates / 4 + 1) as f64
     });
     vec![
         Row { workload: "CartPole", metric: "act + env step, µs", values: [Some(ae), Some(aj), Some(ac)] },
@@ -176,15 +180,13 @@ fn tree(repeats: usize, steps: usize) -> Vec<Row> {
     let mut learners: Vec<(tree_rnn::TreeRnn, optim::Adam)> =
         (0..3).map(|_| (init.clone(), optim::Adam::new(3e-3))).collect();
     let mut k = 0;
-    let [e, j, c] = interleaved(repeats, |mode| {
+    let [e, j, c] = interleaved(repeats, |mode, out| {
         let (p, opt) = &mut learners[MODES.iter().position(|&x| x == mode).unwrap()];
-        let t = Instant::now();
         for _ in 0..steps {
             let b = k % 8;
-            tree_rnn::train_step(p, opt, &data[b * 16..(b + 1) * 16]);
+            out.push(timed(1e3, || _ = tree_rnn::train_step(p, opt, &data[b * 16..(b + 1) * 16])));
             k += 1;
         }
-        t.elapsed().as_secs_f64() * 1e3 / steps as f64
     });
     vec![Row {
         workload: "TreeRNN",
@@ -223,7 +225,7 @@ fn main() {
         })
         .unwrap_or_else(|| "unknown CPU".into());
     println!(
-        "\njanus bench: medians of {repeats} interleaved repeats; {cpu}, {} threads\n",
+        "\njanus bench: median per-iteration times over {repeats} interleaved repeats; {cpu}, {} threads\n",
         std::thread::available_parallelism().map_or(1, |n| n.get())
     );
     println!("| workload | metric | eager | janus | check | janus speed-up | check slowdown |");

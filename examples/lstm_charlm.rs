@@ -142,7 +142,7 @@ fn main() {
         "lstm_charlm",
         "Trains a character-level LSTM language model (H=128, T=32, B=32) with a #[janus] step.",
         &[
-            ("mode", "janus", "eager | janus | check"),
+            ("mode", "", "eager | janus | check; empty: JANUS_MODE, else janus"),
             ("steps", "2000", "training steps"),
             ("device", "cpu", "cpu (cuda is not in this build)"),
             ("corpus", "", "a UTF-8 text file; empty: Cicero, De finibus I (from `lipsum`)"),

@@ -1,4 +1,4 @@
-//! The "first program" of the README, kept compiling and running.
+//! The README's first program, kept compiling and running.
 //!
 //!     cargo run --release --example readme_first_program
 
@@ -10,6 +10,15 @@ struct Mlp {
     l2: nn::Linear,
 }
 
+#[janus] // the body below runs as cached compiled graphs; without the attribute, eagerly
+fn train_step(net: &mut Mlp, opt: &mut optim::Adam, x: &Tensor, y: &Tensor) -> f32 {
+    let logits = net.l2.forward(&net.l1.forward(x).relu());
+    let loss = logits.cross_entropy(y);
+    let grads = loss.backward(); // autograd through the compiled forward graph
+    opt.step(net, &grads); // rebinds every parameter, also inside a graph
+    loss.item()
+}
+
 fn main() {
     janus::manual_seed(0);
     let x = Tensor::randn([64, 4]);
@@ -17,13 +26,12 @@ fn main() {
     let mut net = Mlp { l1: nn::Linear::new(4, 32), l2: nn::Linear::new(32, 2) };
     let mut opt = optim::Adam::new(0.01);
     for step in 0..200 {
-        let loss = net.l2.forward(&net.l1.forward(&x).relu()).cross_entropy(&y);
-        let grads = loss.backward(); // walks the autograd graph
-        opt.step(&mut net, &grads); // rebinds every parameter
+        let loss = train_step(&mut net, &mut opt, &x, &y);
         if step % 50 == 0 {
-            println!("{step}: {:.4}", loss.item());
+            println!("{step}: {loss:.4}");
         }
     }
+    println!("{}", janus::explain()); // what ran compiled, what ran eagerly, and why
     let path = std::env::temp_dir().join("mlp.safetensors");
     janus::save(&path, &net).unwrap();
     println!("saved {}", path.display());

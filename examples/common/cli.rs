@@ -76,9 +76,12 @@ impl Args {
         s.parse().unwrap_or_else(|e| fail(&format!("bad value `{s}` for `--{name}`: {e}")))
     }
 
-    /// `--mode eager|janus|check` as a [`Mode`].
+    /// `--mode eager|janus|check` as a [`Mode`]; empty: `JANUS_MODE`, else janus.
     pub fn mode(&self) -> Mode {
-        parse_mode(self.str("mode")).unwrap_or_else(|e| fail(&e))
+        match self.str("mode") {
+            "" => janus::mode(),
+            m => parse_mode(m).unwrap_or_else(|e| fail(&e)),
+        }
     }
 
     /// `--device`, which must be available in this build.

@@ -36,7 +36,7 @@ pub use error::{CheckpointError, DeviceError};
 pub use janus_kernels::DType;
 pub use module::Module;
 pub use random::{manual_seed, set_stream_position, stream_position};
-pub use rt::{Mode, Stats, explain, reset_caches, set_mode, stats, with_mode};
+pub use rt::{Mode, Stats, explain, mode, reset_caches, set_mode, stats, with_mode};
 pub use shape::{Dim, ReshapeSpec, Shape, broadcast_shapes};
 pub use tensor::Tensor;
 pub use traced::{Compiled, Traced, trace};
