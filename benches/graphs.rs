@@ -82,24 +82,6 @@ fn elementwise_table() {
     }
 }
 
-fn step_fn(x: &[Tensor]) -> Vec<Tensor> {
-    let mut m = lstm_lm::LstmLm {
-        wx: x[0].clone(),
-        wh: x[1].clone(),
-        b: x[2].clone(),
-        wy: x[3].clone(),
-        by: x[4].clone(),
-    };
-    let loss = lstm_lm::loss(&m, &x[5..5 + lstm_lm::T], &x[5 + lstm_lm::T..]);
-    let grads = loss.backward();
-    optim::Sgd::new(0.1).step(&mut m, &grads);
-    vec![loss, m.wx, m.wh, m.b, m.wy, m.by]
-}
-
-fn args(m: &[Tensor], xs: &[Tensor], ys: &[Tensor]) -> Vec<Tensor> {
-    m.iter().chain(xs).chain(ys).cloned().collect()
-}
-
 fn lstm_table() {
     let t = Table::new(
         "LSTM LM training step (T=32, B=32, V=65, H=128, SGD lr 0.1)",
@@ -114,14 +96,14 @@ fn lstm_table() {
     let mut k = 0;
     let eager = median_secs(15, 2, || {
         let (xs, ys) = data.batch(k);
-        p = step_fn(&args(&p, xs, ys))[1..].to_vec();
+        p = lstm_lm::flat_sgd_step(&lstm_lm::flat_args(&p, xs, ys))[1..].to_vec();
         k += 1;
     });
-    let traced = trace(step_fn).named("lstm-step");
+    let traced = trace(lstm_lm::flat_sgd_step).named("lstm-step");
     let mut p = params(&init);
     let compiled = median_secs(25, 2, || {
         let (xs, ys) = data.batch(k);
-        p = traced.run(&args(&p, xs, ys))[1..].to_vec();
+        p = traced.run(&lstm_lm::flat_args(&p, xs, ys))[1..].to_vec();
         k += 1;
     });
     t.row(&["eager".into(), format!("{:.2}", eager * 1e3), "1.00x".into()]);
@@ -168,10 +150,10 @@ fn compile_time_table() {
         format!("{:.2}", c.compile_ms),
         c.recorded_graph().nodes.len().to_string(),
     ]);
-    let traced = trace(step_fn);
+    let traced = trace(lstm_lm::flat_sgd_step);
     let p = vec![m.wx.clone(), m.wh.clone(), m.b.clone(), m.wy.clone(), m.by.clone()];
     let t0 = Instant::now();
-    traced.run(&args(&p, xs, ys));
+    traced.run(&lstm_lm::flat_args(&p, xs, ys));
     let first = t0.elapsed().as_secs_f64() * 1e3;
     let c = traced.compiled().unwrap();
     t.row(&[

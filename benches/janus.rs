@@ -45,20 +45,6 @@ fn overhead_table() {
     t.row(&["same body, eager".into(), format!("{:.0}", eager * 1e9)]);
 }
 
-fn step_fn(x: &[Tensor]) -> Vec<Tensor> {
-    let mut m = lstm_lm::LstmLm {
-        wx: x[0].clone(),
-        wh: x[1].clone(),
-        b: x[2].clone(),
-        wy: x[3].clone(),
-        by: x[4].clone(),
-    };
-    let loss = lstm_lm::loss(&m, &x[5..5 + lstm_lm::T], &x[5 + lstm_lm::T..]);
-    let grads = loss.backward();
-    optim::Sgd::new(0.1).step(&mut m, &grads);
-    vec![loss, m.wx, m.wh, m.b, m.wy, m.by]
-}
-
 fn lstm_table() {
     let t = Table::new(
         "LSTM LM training step (T=32, B=32, V=65, H=128, SGD lr 0.1)",
@@ -82,7 +68,7 @@ fn lstm_table() {
         lstm_lm::janus_sgd_step(&mut m, xs, ys, 0.1);
         k += 1;
     });
-    let traced = trace(step_fn);
+    let traced = trace(lstm_lm::flat_sgd_step);
     let mut p = vec![init.wx.clone(), init.wh.clone(), init.b.clone(), init.wy.clone(), init.by.clone()];
     let whole = median_secs(25, 2, || {
         let (xs, ys) = data.batch(k);

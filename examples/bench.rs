@@ -72,25 +72,13 @@ fn lstm(repeats: usize, steps: usize) -> Vec<Row> {
         }
     });
     // The whole step (loss, backward, update) traced as one graph, for reference.
-    let traced = trace(|x: &[Tensor]| {
-        let mut m = lstm_lm::LstmLm {
-            wx: x[0].clone(),
-            wh: x[1].clone(),
-            b: x[2].clone(),
-            wy: x[3].clone(),
-            by: x[4].clone(),
-        };
-        let loss = lstm_lm::loss(&m, &x[5..5 + lstm_lm::T], &x[5 + lstm_lm::T..]);
-        let grads = loss.backward();
-        optim::Sgd::new(0.1).step(&mut m, &grads);
-        vec![loss, m.wx, m.wh, m.b, m.wy, m.by]
-    });
-    let mut p = vec![init.wx.clone(), init.wh.clone(), init.b.clone(), init.wy.clone(), init.by.clone()];
+    let traced = trace(lstm_lm::flat_sgd_step);
+    let mut p = init.params();
     let mut whole = Vec::new();
     for r in 0..repeats + 1 {
         for _ in 0..steps {
             let (xs, ys) = data.batch(k);
-            let args: Vec<Tensor> = p.iter().chain(xs).chain(ys).cloned().collect();
+            let args = lstm_lm::flat_args(&p, xs, ys);
             let ms = timed(1e3, || p = traced.run(&args)[1..].to_vec());
             if r > 0 {
                 whole.push(ms);

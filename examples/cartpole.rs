@@ -78,18 +78,15 @@ fn main() {
         "cartpole",
         "REINFORCE on CartPole-v1 with a #[janus] act() and update().",
         &[
-            ("mode", "both", "eager | janus | check | both (eager, then janus, from the same seed)"),
+            cli::MODES_FLAG,
             ("episodes", "1000", "stop after this many episodes if not solved"),
             ("target", "475", "solved when the mean return of 20 consecutive episodes reaches this"),
             ("seed", "1", "seed of the initialisation, the environment and the sampling"),
-            ("device", "cpu", "cpu (cuda is not in this build)"),
+            cli::DEVICE_FLAG,
         ],
     );
     let _device = args.device();
-    let modes = match args.str("mode") {
-        "both" => vec![Mode::Eager, Mode::Janus],
-        m => vec![cli::parse_mode(m).unwrap_or_else(|e| cli::fail(&e))],
-    };
+    let modes = args.modes();
     let (seed, episodes, target): (u64, usize, f64) =
         (args.get("seed"), args.get("episodes"), args.get("target"));
     let mut runs = Vec::new();

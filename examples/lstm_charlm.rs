@@ -144,7 +144,7 @@ fn main() {
         &[
             ("mode", "", "eager | janus | check; empty: JANUS_MODE, else janus"),
             ("steps", "2000", "training steps"),
-            ("device", "cpu", "cpu (cuda is not in this build)"),
+            cli::DEVICE_FLAG,
             ("corpus", "", "a UTF-8 text file; empty: Cicero, De finibus I (from `lipsum`)"),
             ("optim", "adam", "adam | sgd"),
             ("lr", "", "learning rate; empty: 0.003 for adam, 0.1 for sgd"),

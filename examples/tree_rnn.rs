@@ -88,18 +88,15 @@ fn main() {
         "tree_rnn",
         "Trains a TreeRNN sentiment classifier with a recursive #[janus] encoder.",
         &[
-            ("mode", "both", "eager | janus | check | both (eager, then janus, from the same seed)"),
+            cli::MODES_FLAG,
             ("epochs", "6", "passes over the 2000 training trees"),
             ("batch", "16", "trees per optimiser step"),
             ("seed", "3", "seed of the data, the initialisation and the shuffles"),
-            ("device", "cpu", "cpu (cuda is not in this build)"),
+            cli::DEVICE_FLAG,
         ],
     );
     let _device = args.device();
-    let modes = match args.str("mode") {
-        "both" => vec![Mode::Eager, Mode::Janus],
-        m => vec![cli::parse_mode(m).unwrap_or_else(|e| cli::fail(&e))],
-    };
+    let modes = args.modes();
     let (seed, epochs, batch): (u64, usize, usize) =
         (args.get("seed"), args.get("epochs"), args.get("batch"));
     let runs: Vec<Run> = modes

@@ -48,52 +48,18 @@ fn lstm_training_step_as_one_graph_matches_eager() {
     janus::manual_seed(0);
     let data = lstm_lm::Batches::synthetic(2);
     let init = lstm_lm::LstmLm::new(lstm_lm::V, lstm_lm::H);
-    let step = |x: &[Tensor]| -> Vec<Tensor> {
-        let mut m = lstm_lm::LstmLm {
-            wx: x[0].clone(),
-            wh: x[1].clone(),
-            b: x[2].clone(),
-            wy: x[3].clone(),
-            by: x[4].clone(),
-        };
-        let xs = &x[5..5 + lstm_lm::T];
-        let ys = &x[5 + lstm_lm::T..];
-        let loss = lstm_lm::loss(&m, xs, ys);
-        let grads = loss.backward();
-        optim::Sgd::new(0.1).step(&mut m, &grads);
-        vec![loss, m.wx, m.wh, m.b, m.wy, m.by]
-    };
-    let traced = trace(step);
-    let (mut eager, mut compiled) = (init.clone(), init.clone());
+    let traced = trace(lstm_lm::flat_sgd_step);
+    let (mut eager, mut compiled) = (init.params(), init.params());
     for k in 0..4 {
         let (xs, ys) = data.batch(k);
-        let args = |m: &lstm_lm::LstmLm| {
-            let mut v = vec![m.wx.clone(), m.wh.clone(), m.b.clone(), m.wy.clone(), m.by.clone()];
-            v.extend(xs.iter().cloned());
-            v.extend(ys.iter().cloned());
-            v
-        };
-        let e = step(&args(&eager));
-        let c = traced.run(&args(&compiled));
+        let e = lstm_lm::flat_sgd_step(&lstm_lm::flat_args(&eager, xs, ys));
+        let c = traced.run(&lstm_lm::flat_args(&compiled, xs, ys));
         assert!(max_rel(&c[0], &e[0]) < 1e-5, "loss at step {k}: {} vs {}", c[0].item(), e[0].item());
         for i in 1..6 {
             assert!(max_rel(&c[i], &e[i]) < 1e-5, "param {i} at step {k}");
             assert!(c[i].is_leaf());
         }
-        eager = lstm_lm::LstmLm {
-            wx: e[1].clone(),
-            wh: e[2].clone(),
-            b: e[3].clone(),
-            wy: e[4].clone(),
-            by: e[5].clone(),
-        };
-        compiled = lstm_lm::LstmLm {
-            wx: c[1].clone(),
-            wh: c[2].clone(),
-            b: c[3].clone(),
-            wy: c[4].clone(),
-            by: c[5].clone(),
-        };
+        (eager, compiled) = (e[1..].to_vec(), c[1..].to_vec());
     }
     let c = traced.compiled().unwrap();
     println!("{:?}\n{:?}", c.pass_stats(), c.memory_plan());

@@ -16,6 +16,13 @@ pub struct Args {
 /// One flag: name (without `--`), default value, help text.
 pub type Flag = (&'static str, &'static str, &'static str);
 
+/// `--device`, which every example takes.
+pub const DEVICE_FLAG: Flag = ("device", "cpu", "cpu (cuda is not in this build)");
+
+/// `--mode` of the examples that compare modes (see [`Args::modes`]).
+pub const MODES_FLAG: Flag =
+    ("mode", "both", "eager | janus | check | both (eager, then janus, from the same seed)");
+
 impl Args {
     /// Parses `std::env::args()` against `flags`; exits with a usage message on bad input.
     pub fn parse(program: &str, about: &str, flags: &[Flag]) -> Args {
@@ -81,6 +88,14 @@ impl Args {
         match self.str("mode") {
             "" => janus::mode(),
             m => parse_mode(m).unwrap_or_else(|e| fail(&e)),
+        }
+    }
+
+    /// `--mode` of [`MODES_FLAG`]: one mode, or eager then janus for `both`.
+    pub fn modes(&self) -> Vec<Mode> {
+        match self.str("mode") {
+            "both" => vec![Mode::Eager, Mode::Janus],
+            m => vec![parse_mode(m).unwrap_or_else(|e| fail(&e))],
         }
     }
 

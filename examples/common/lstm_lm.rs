@@ -73,6 +73,35 @@ pub fn loss(m: &LstmLm, xs: &[Tensor], ys: &[Tensor]) -> Tensor {
     total / xs.len() as f64
 }
 
+impl LstmLm {
+    /// The parameters in the order of [`flat_sgd_step`]'s inputs.
+    pub fn params(&self) -> Vec<Tensor> {
+        vec![self.wx.clone(), self.wh.clone(), self.b.clone(), self.wy.clone(), self.by.clone()]
+    }
+
+    /// The model with the parameters `p` (in [`LstmLm::params`] order).
+    pub fn from_params(p: &[Tensor]) -> Self {
+        LstmLm { wx: p[0].clone(), wh: p[1].clone(), b: p[2].clone(), wy: p[3].clone(), by: p[4].clone() }
+    }
+}
+
+/// The SGD step (lr 0.1) over flat tensors, for `janus::trace`: the five parameters, then `T`
+/// inputs and `T` targets; returns the loss and the five updated parameters.
+pub fn flat_sgd_step(x: &[Tensor]) -> Vec<Tensor> {
+    let mut m = LstmLm::from_params(&x[..5]);
+    let loss = loss(&m, &x[5..5 + T], &x[5 + T..]);
+    let grads = loss.backward();
+    optim::Sgd::new(0.1).step(&mut m, &grads);
+    let mut out = vec![loss];
+    out.extend(m.params());
+    out
+}
+
+/// [`flat_sgd_step`]'s inputs for parameters `p` and one batch.
+pub fn flat_args(p: &[Tensor], xs: &[Tensor], ys: &[Tensor]) -> Vec<Tensor> {
+    p.iter().chain(xs).chain(ys).cloned().collect()
+}
+
 /// One training step with plain SGD; returns the loss before the update.
 pub fn sgd_step(m: &mut LstmLm, xs: &[Tensor], ys: &[Tensor], lr: f64) -> f32 {
     let l = loss(m, xs, ys);
