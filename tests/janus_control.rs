@@ -86,6 +86,51 @@ fn destructure(x: &Tensor, n: usize) -> Tensor {
     a + b * 2.0 + &arr[0]
 }
 
+fn second(n: usize) -> usize {
+    n - 1
+}
+
+/// Writes through places the block cannot name before it runs.
+#[janus(min_ops = 1)]
+fn write_through(hs: &mut Vec<Tensor>, x: &Tensor) -> Tensor {
+    hs[second(2)] = (&hs[1] * 0.5 + x).tanh();
+    let k = hs.len() - 2;
+    hs[k] += x * 0.25;
+    x * 2.0
+}
+
+#[test]
+fn writes_through_computed_indices_are_restored() {
+    let x = Tensor::from_vec(vec![0.3f32, -0.7], [2]);
+    let start = || vec![Tensor::from_vec(vec![1.0f32, 2.0], [2]), Tensor::from_vec(vec![-1.0f32, 0.5], [2])];
+    let mut want = start();
+    janus::with_mode(Mode::Eager, || (0..5).for_each(|_| drop(write_through(&mut want, &x))));
+    let mut got = start();
+    (0..5).for_each(|_| drop(write_through(&mut got, &x)));
+    for (g, w) in got.iter().zip(&want) {
+        assert!(close(g, w), "{g:?} vs eager {w:?}");
+    }
+    assert!(janus::stats().function("write_through").any(|f| f.hits > 0), "{}", janus::explain());
+}
+
+/// Locals and parameters captured by a closure that is used after a block that calls their
+/// methods: the block cannot have mutated them, and must not borrow them mutably.
+#[janus(min_ops = 1)]
+fn captured(x: &Tensor) -> Tensor {
+    let v = x * 2.0;
+    let g = |t: &Tensor| t * &v + x;
+    let a = v.tanh() + x.sigmoid();
+    let b = g(&a).exp();
+    g(&b)
+}
+
+#[test]
+fn closures_capturing_block_receivers_compile_and_agree() {
+    let args = [Tensor::from_vec(vec![0.2f32, -0.4, 0.9], [3])];
+    same(&args, captured, close);
+    assert!(janus::stats().function("captured").any(|f| f.hits > 0), "{}", janus::explain());
+}
+
 #[test]
 fn destructuring_assignments_update_outer_state() {
     let args = [(Tensor::from_vec(vec![0.3f32, -0.7], [2]), 5usize)];

@@ -92,3 +92,20 @@ fn matmul_addend_broadcasts() {
         }
     }
 }
+
+/// An input that the outputs receiving cotangents do not depend on gets no gradient, as in
+/// eager mode (not zeros).
+#[test]
+fn inputs_unreached_by_the_cotangents_get_no_gradient() {
+    let f = |x: &[Tensor]| vec![x[0].tanh(), (&x[1] * 2.0).exp()];
+    let traced = trace(f);
+    let (x, y) = (Tensor::randn([3]).requires_grad(), Tensor::randn([3]).requires_grad());
+    for call in 0..3 {
+        let outs = traced.run(&[x.clone(), y.clone()]);
+        let grads = outs[1].sum_all().backward();
+        assert!(grads.get(&x).is_none(), "call {call}: x got a gradient through an output it does not reach");
+        assert!(grads.get(&y).is_some(), "call {call}");
+        let grads = (&outs[0].sum_all() + &outs[1].sum_all()).backward();
+        assert!(grads.get(&x).is_some() && grads.get(&y).is_some(), "call {call}");
+    }
+}

@@ -197,16 +197,13 @@ fn lstm(mut m: &Lstm, mut xs: &[Tensor], mut ys: &[Tensor]) -> Tensor {
                 __janus_scope
                     .exit(
                         ::std::vec![
-                            (&& & ::janus::rt::Witness::of(& xs)).inout_output(& xs,
-                            "xs"), (&& & __janus_w_janus_tail).output(&
-                            __janus_o_janus_tail, "return value")
+                            (&& & __janus_w_janus_tail).output(& __janus_o_janus_tail,
+                            "return value")
                         ],
                     );
                 __janus_v_janus_tail = __janus_o_janus_tail;
             }
             ::janus::rt::Enter::Replay(mut __janus_out) => {
-                (&&&::janus::rt::Witness::of(&xs))
-                    .inout_restore(&mut xs, &mut __janus_out);
                 __janus_v_janus_tail = (&&&__janus_w_janus_tail).take(&mut __janus_out);
             }
         }

@@ -41,7 +41,7 @@ fn update<A: Act>(mut self: &mut Self, mut grads: &[Tensor], mut lr: f64) {
             {
                 ::janus::rt::Enter::Body(__janus_scope) => {
                     let () = {
-                        let lr = ::core::clone::Clone::clone(&__janus_dyn_lr);
+                        let lr = &__janus_dyn_lr;
                         let mut scale = |g: &Tensor| A::default().apply(g) * lr;
                         *w = &*w - scale(g);
                         ()

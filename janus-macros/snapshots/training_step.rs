@@ -54,18 +54,12 @@ fn train_step(
                 __janus_scope
                     .exit(
                         ::std::vec![
-                            (&& & ::janus::rt::Witness::of(& x)).inout_output(& x, "x"),
-                            (&& & ::janus::rt::Witness::of(& y)).inout_output(& y, "y"),
                             (&& & __janus_w_loss).output(& __janus_o_loss, "loss")
                         ],
                     );
                 __janus_v_loss = __janus_o_loss;
             }
             ::janus::rt::Enter::Replay(mut __janus_out) => {
-                (&&&::janus::rt::Witness::of(&x))
-                    .inout_restore(&mut x, &mut __janus_out);
-                (&&&::janus::rt::Witness::of(&y))
-                    .inout_restore(&mut y, &mut __janus_out);
                 __janus_v_loss = (&&&__janus_w_loss).take(&mut __janus_out);
             }
         }

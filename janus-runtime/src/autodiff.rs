@@ -29,6 +29,10 @@ pub struct Derivative {
     /// Per entry of `grad_inputs`: whether the gradient comes as two outputs `(a, g)` meaning
     /// `aᵀ·g`, deferred so the caller can sum many of them as one GEMM.
     pub outer: Vec<bool>,
+    /// `depends[j][k]`: whether differentiable output `diff_outputs[j]` depends differentiably
+    /// on input `grad_inputs[k]`. An input that no output receiving a cotangent depends on gets
+    /// no gradient (as in eager mode), not zeros.
+    pub depends: Vec<Vec<bool>>,
 }
 
 fn symbolic(ty: &TensorType, needs_grad: bool) -> Tensor {
@@ -127,9 +131,37 @@ pub fn derive(g: &Graph, needs: &[bool]) -> Derivative {
     outs.extend(orig_outputs.iter());
     outs.extend(grad_outputs.iter());
     let combined = rec.finish(&outs).expect("derivation records only ops on known values");
+    let depends = diff_outputs
+        .iter()
+        .map(|&k| {
+            let reached = differentiable_ancestors(g, &active, g.outputs[k]);
+            grad_inputs.iter().map(|&i| reached[input_node(i)]).collect()
+        })
+        .collect();
     let mut d = split(g, &combined, &cotangent_nodes, diff_outputs, grad_inputs);
     d.outer = outer;
+    d.depends = depends;
     d
+}
+
+/// The nodes `from` depends on through differentiable ops between active values.
+fn differentiable_ancestors(g: &Graph, active: &[bool], from: NodeId) -> Vec<bool> {
+    let mut seen = vec![false; g.nodes.len()];
+    let mut stack = vec![from.index()];
+    seen[from.index()] = true;
+    while let Some(i) = stack.pop() {
+        if let NodeOp::Op(op) = &g.nodes[i].op
+            && op.is_differentiable()
+        {
+            for a in &g.nodes[i].inputs {
+                if active[a.index()] && !seen[a.index()] {
+                    seen[a.index()] = true;
+                    stack.push(a.index());
+                }
+            }
+        }
+    }
+    seen
 }
 
 /// If `t` was recorded as `matmul(permute[1, 0](a), g)` of 2-D values, symbolic handles of `a`
@@ -220,5 +252,13 @@ fn split(
         map.insert(i, id);
     }
     let backward = b.finish(grad_outs.iter().map(|o| map[&o.index()]).collect());
-    Derivative { forward, num_outputs, backward, diff_outputs, grad_inputs, outer: Vec::new() }
+    Derivative {
+        forward,
+        num_outputs,
+        backward,
+        diff_outputs,
+        grad_inputs,
+        outer: Vec::new(),
+        depends: Vec::new(),
+    }
 }

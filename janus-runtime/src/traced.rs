@@ -219,16 +219,19 @@ impl CustomBackward for Backward {
         let mut args = self.residuals.clone();
         args.extend(grads.iter().flatten().cloned());
         let mut outs = exec.run(args).into_iter();
-        let outer = &self.compiled.grad.as_ref().expect("differentiable variant").derivative.outer;
-        outer
+        let d = &self.compiled.grad.as_ref().expect("differentiable variant").derivative;
+        d.outer
             .iter()
-            .map(|&o| {
+            .enumerate()
+            .map(|(k, &o)| {
                 let first = outs.next().expect("one output per gradient");
-                Some(if o {
+                let part = if o {
                     GradPart::Outer(first, outs.next().expect("two factors"))
                 } else {
                     GradPart::Dense(first)
-                })
+                };
+                // No cotangent reached this input: no gradient, as in eager mode.
+                d.depends.iter().zip(&mask).any(|(dep, &m)| m && dep[k]).then_some(part)
             })
             .collect()
     }

@@ -17,6 +17,9 @@ pub(crate) struct Env {
     pub(crate) references: HashSet<String>,
     /// Locals bound mutably (only those can be mutated by a block, and restored).
     pub(crate) mutable: HashSet<String>,
+    /// Locals known to be shared references (`x: &T` parameters, `let x = &e`): a block cannot
+    /// mutate them, so they are never in-outs.
+    pub(crate) shared: HashSet<String>,
     /// Non-`move` closures bound to a name, copied into later blocks that call them (rule 4).
     pub(crate) closures: HashMap<String, Stmt>,
     /// The level of the statement list being transformed.
@@ -40,6 +43,7 @@ impl Env {
         self.closures.remove(&name);
         self.references.remove(&name);
         self.mutable.remove(&name);
+        self.shared.remove(&name);
         self.level.insert(name, self.depth);
     }
 }
@@ -330,7 +334,12 @@ impl Reads<'_> {
                     mentioned(i.index.to_token_stream(), &mut names);
                     let simple =
                         matches!(&*i.index, Expr::Path(_) | Expr::Lit(_) | Expr::Binary(_) | Expr::Paren(_));
-                    if !simple || names.iter().any(|n| self.env.is_local(n) && !self.outer(n)) {
+                    let inner = |n: &String| {
+                        self.defined.contains(n)
+                            || self.bound.iter().any(|b| b.contains(n))
+                            || (self.env.is_local(n) && !self.outer(n))
+                    };
+                    if !simple || names.iter().any(inner) {
                         return None;
                     }
                     steps.push(format!("[{}]", i.index.to_token_stream()));
@@ -377,8 +386,22 @@ impl Reads<'_> {
             Expr::Struct(s) => s.fields.iter().for_each(|f| self.assign_target(&f.expr)),
             Expr::Call(c) => c.args.iter().for_each(|x| self.assign_target(x)),
             Expr::Infer(_) | Expr::Range(_) => {}
-            _ => self.visit_expr(e),
+            _ => self.mutated_through(e),
         }
+    }
+
+    /// A write through a place the block cannot name before it runs (`hs[k] = ..` with `k`
+    /// computed inside): the whole root local is an in-out.
+    fn mutated_through(&mut self, e: &Expr) {
+        let mut root = e;
+        while let Expr::Index(syn::ExprIndex { expr: inner, .. })
+        | Expr::Field(syn::ExprField { base: inner, .. })
+        | Expr::Paren(syn::ExprParen { expr: inner, .. }) = root
+        {
+            root = inner;
+        }
+        self.inout(root);
+        self.visit_expr(e);
     }
 
     fn note_closure_call(&mut self, e: &Expr) {
@@ -413,7 +436,7 @@ impl<'a> Visit<'a> for Reads<'_> {
                     self.info.assigned.push(p.clone());
                     self.read_place(p);
                 } else {
-                    self.visit_expr(&b.left);
+                    self.mutated_through(&b.left);
                 }
                 self.info.has_work = true;
                 self.visit_expr(&b.right);

@@ -83,8 +83,11 @@ pub(crate) fn function(mut f: ItemFn, ctx: &mut Ctx) -> ItemFn {
                 make_mut(&mut t.pat);
                 for n in pattern_names(&t.pat) {
                     env.declare(n.to_string());
-                    if matches!(*t.ty, syn::Type::Reference(_)) {
+                    if let syn::Type::Reference(r) = &*t.ty {
                         env.references.insert(n.to_string());
+                        if r.mutability.is_none() {
+                            env.shared.insert(n.to_string());
+                        }
                     }
                 }
                 env.mutable.extend(mutable_names(&t.pat));
@@ -112,6 +115,15 @@ fn block(b: &mut Block, parent: &Env, ctx: &mut Ctx) {
     for i in (0..stmts.len()).rev() {
         used_from[i] = live_before(&stmts[i], &used_from[i + 1]);
     }
+    // A binding a run defines must also survive it when a later statement only assigns it
+    // (`let mut v = a; ..; v = b;`): its value is dead, but the name must exist.
+    let mut mentioned_from = used_from.clone();
+    for i in (0..stmts.len()).rev() {
+        let later = mentioned_from[i + 1].clone();
+        mentioned(stmts[i].to_token_stream(), &mut mentioned_from[i]);
+        mentioned_from[i].extend(later);
+    }
+    let used_from = mentioned_from;
     let mut out: Vec<Stmt> = Vec::new();
     let mut run: Vec<Stmt> = Vec::new();
     let mut run_env = env.clone();
@@ -140,8 +152,11 @@ fn block(b: &mut Block, parent: &Env, ctx: &mut Ctx) {
             env.mutable.extend(mutable_names(&l.pat));
             if let (Pat::Ident(p), Some(init)) = (strip_type(&l.pat), &l.init) {
                 match &*init.expr {
-                    Expr::Reference(_) => {
+                    Expr::Reference(r) => {
                         env.references.insert(p.ident.to_string());
+                        if r.mutability.is_none() {
+                            env.shared.insert(p.ident.to_string());
+                        }
                     }
                     Expr::Closure(_) if kind == Kind::ClosureDef => {
                         env.closures.insert(p.ident.to_string(), s.clone());
@@ -255,10 +270,8 @@ fn flush(run: &mut Vec<Stmt>, env: &Env, live_after: &HashSet<String>, out: &mut
         return;
     }
     let stmts = std::mem::take(run);
-    let copies: Vec<Stmt> = {
-        let info = run_info(&stmts, env);
-        info.closures.iter().filter_map(|c| env.closures.get(c).cloned()).collect()
-    };
+    let own = run_info(&stmts, env);
+    let copies: Vec<Stmt> = own.closures.iter().filter_map(|c| env.closures.get(c).cloned()).collect();
     let mut all = copies.clone();
     all.extend(stmts.iter().cloned());
     let info = run_info(&all, env);
@@ -273,13 +286,23 @@ fn flush(run: &mut Vec<Stmt>, env: &Env, live_after: &HashSet<String>, out: &mut
     // match pattern bindings, which cannot be made `mut` without changing how they bind) are
     // only checked: nothing to restore for values and shared references, and a `&mut`
     // binding among them makes the block run eagerly.
+    // A local captured by a closure that is used after the run cannot be mutated by it (the
+    // user's code would not borrow-check), and restoring it would conflict with the capture.
+    let mut captured = HashSet::new();
+    for (name, def) in &env.closures {
+        if live_after.contains(name) {
+            mentioned(def.to_token_stream(), &mut captured);
+        }
+    }
     let (inouts, fixed): (Vec<&String>, Vec<&String>) = info
         .inouts
         .iter()
-        .filter(|n| kept(n) && !assigned.iter().any(|p| p.steps.is_empty() && &&p.root == n))
-        .partition(|n| env.mutable.contains(*n));
+        .filter(|n| kept(n) && !env.shared.contains(*n))
+        .filter(|n| !assigned.iter().any(|p| p.steps.is_empty() && &&p.root == n))
+        .partition(|n| env.mutable.contains(*n) && !captured.contains(*n));
     let mut defined: Vec<Ident> = Vec::new();
-    for d in info.defs.iter().rev() {
+    // Copied closures are defined outside the run too: only the run's own bindings leave it.
+    for d in info.defs.iter().rev().filter(|d| own.defs.contains(d)) {
         let name = d.to_string();
         if live_after.contains(&name) && !defined.iter().any(|x| *x == name) {
             defined.push(d.clone());
@@ -314,7 +337,9 @@ fn fragment(
     });
     let dyn_shadow = dynamic.iter().map(|p| {
         let (v, tmp) = (&p.expr, format_ident!("__janus_dyn_{}", p.root));
-        quote! { let #v = ::core::clone::Clone::clone(&#tmp); }
+        // A reference (`Copy`, like the scalar it replaces), so closures that use it stay `Fn`
+        // and `s * 0.1` does not move it.
+        quote! { let #v = &#tmp; }
     });
     let probes = inputs.iter().map(|p| {
         let name = p.text();

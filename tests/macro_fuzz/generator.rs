@@ -1,0 +1,383 @@
+//! The generator of `generated.rs`: random `#[janus]` functions built from the statement forms
+//! the macro has to analyse (new, assigned, shadowed and destructured locals, compound
+//! assignment, `&mut` helpers, pushes into a vector, assigned fields of a `&mut` module,
+//! closures, data-dependent and host branches, `match` with expression arms, `for` and `while`
+//! loops, early returns, nested blocks and `dynamic` scalars). Every tensor local is an `f64
+//! [2, 4]`, so any expression fits anywhere, and values stay bounded through `tanh`.
+
+use std::fmt::Write;
+
+/// A small deterministic generator (SplitMix64).
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: usize) -> usize {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        ((z ^ (z >> 31)) % n as u64) as usize
+    }
+
+    fn chance(&mut self, percent: usize) -> bool {
+        self.below(100) < percent
+    }
+
+    fn pick<'a>(&mut self, xs: &'a [String]) -> &'a str {
+        &xs[self.below(xs.len())]
+    }
+}
+
+/// One function being generated.
+struct Func {
+    rng: Rng,
+    out: String,
+    /// Tensor locals visible in each open scope.
+    scopes: Vec<Vec<String>>,
+    /// Closures `|t: &Tensor| -> Tensor` visible in each open scope.
+    closures: Vec<Vec<String>>,
+    next: usize,
+    depth: usize,
+    /// Open loops around the current statement (for `break` and `continue`).
+    loops: usize,
+}
+
+impl Func {
+    fn vars(&self) -> Vec<String> {
+        let mut v: Vec<String> = self.scopes.iter().flatten().cloned().collect();
+        v.sort();
+        v.dedup();
+        v
+    }
+
+    fn fresh(&mut self, prefix: &str) -> String {
+        self.next += 1;
+        format!("{prefix}{}", self.next)
+    }
+
+    fn line(&mut self, s: &str) {
+        let pad = "    ".repeat(self.depth + 1);
+        writeln!(self.out, "{pad}{s}").unwrap();
+    }
+
+    /// An owned `Tensor` expression of shape `[2, 4]`.
+    fn expr(&mut self, d: usize) -> String {
+        let vars = self.vars();
+        if d == 0 || self.rng.chance(25) {
+            return match self.rng.below(4) {
+                0 => "x.clone()".into(),
+                1 => "y.clone()".into(),
+                _ => format!("{}.clone()", self.rng.pick(&vars)),
+            };
+        }
+        let closures: Vec<String> = self.closures.iter().flatten().cloned().collect();
+        match self.rng.below(13) {
+            0 => format!("({}).tanh()", self.expr(d - 1)),
+            1 => format!("({}).sigmoid()", self.expr(d - 1)),
+            2 => format!("({}).relu()", self.expr(d - 1)),
+            3 => format!("-({})", self.expr(d - 1)),
+            4 => {
+                let op = ["+", "-", "*"][self.rng.below(3)];
+                format!("({} {op} {})", self.expr(d - 1), self.expr(d - 1))
+            }
+            5 => format!("({} * {:.2})", self.expr(d - 1), 0.25 + self.rng.below(8) as f64 * 0.25),
+            6 => format!("(0.5 - {})", self.expr(d - 1)),
+            7 => format!("(({}).matmul(&m.w) + &m.b)", self.expr(d - 1)),
+            8 => format!("(({}).sum(1).unsqueeze(1) * {})", self.expr(d - 1), self.expr(d - 1)),
+            9 => format!("({}).softmax(1)", self.expr(d - 1)),
+            10 => format!("Tensor::cat(&[&{}, &{}], 0).narrow(0, 1, 2)", self.expr(d - 1), self.expr(d - 1)),
+            11 => format!("mix(&{}, &{})", self.expr(d - 1), self.expr(d - 1)),
+            _ if !closures.is_empty() => format!("{}(&{})", self.rng.pick(&closures), self.expr(d - 1)),
+            _ => format!("(({}).mean_all() * {})", self.expr(d - 1), self.expr(d - 1)),
+        }
+    }
+
+    /// A block of 1 to `most` statements.
+    fn block_of(&mut self, most: usize) {
+        let n = 1 + self.rng.below(most);
+        self.block(n);
+    }
+
+    fn block(&mut self, stmts: usize) {
+        self.scopes.push(Vec::new());
+        self.closures.push(Vec::new());
+        self.depth += 1;
+        for _ in 0..stmts {
+            self.stmt();
+        }
+        self.depth -= 1;
+        self.scopes.pop();
+        self.closures.pop();
+    }
+
+    fn stmt(&mut self) {
+        let vars = self.vars();
+        let nested = self.depth < 2;
+        let e = self.expr(3);
+        match self.rng.below(if nested { 33 } else { 12 }) {
+            26 => {
+                let (a, b) = (self.rng.pick(&vars).to_string(), self.rng.pick(&vars).to_string());
+                self.line(&format!(
+                    "let Some(last) = hs.last().cloned() else {{ return ({a}.clone(), {b}.clone(), hs); }};"
+                ));
+                let v = self.rng.pick(&vars).to_string();
+                self.line(&format!("{v} = (&last + {e}).tanh();"));
+            }
+            27 => {
+                let v = self.fresh("v");
+                let e2 = self.expr(2);
+                self.line(&format!("let mut {v} = if n > 1 {{ ({e}).tanh() }} else {{ ({e2}).sigmoid() }};"));
+                self.scopes.last_mut().unwrap().push(v);
+            }
+            28 => {
+                let v = self.fresh("v");
+                self.line(&format!("let mut {v} = {{"));
+                self.line(&format!("    let t = ({e}).tanh();"));
+                self.line("    &t * 0.5 + t.sigmoid()");
+                self.line("};");
+                self.scopes.last_mut().unwrap().push(v);
+            }
+            29 => self.line("decay(m);"),
+            30 if vars.len() >= 2 => {
+                let (a, b) = (self.rng.pick(&vars).to_string(), self.rng.pick(&vars).to_string());
+                if a != b {
+                    self.line(&format!("std::mem::swap(&mut {a}, &mut {b});"));
+                }
+            }
+            31 => {
+                let c = self.fresh("c");
+                self.line(&format!("let mut {c} = 0;"));
+                self.line("loop {");
+                self.line(&format!("    {c} += 1;"));
+                self.line(&format!("    if {c} > n {{"));
+                self.line("        break;");
+                self.line("    }");
+                self.loops += 1;
+                self.block_of(2);
+                self.loops -= 1;
+                self.line("}");
+            }
+            32 => {
+                let (o, v) = (self.fresh("o"), self.rng.pick(&vars).to_string());
+                self.line(&format!("let mut {o}: Option<Tensor> = None;"));
+                self.line(&format!("if ({e}).mean_all().item() > 0.1 {{"));
+                self.line(&format!("    {o} = Some({v}.clone() * 0.5);"));
+                self.line("}");
+                self.line(&format!("if let Some(b) = &{o} {{"));
+                self.line(&format!("    {v} = (b + &{v}).tanh();"));
+                self.line("}");
+            }
+            19 if self.loops > 0 => {
+                let jump = ["break", "continue"][self.rng.below(2)];
+                self.line(&format!("if ({e}).sum_all().item() > 0.4 {{"));
+                self.line(&format!("    {jump};"));
+                self.line("}");
+            }
+            20 => {
+                let v = self.rng.pick(&vars).to_string();
+                self.line("if !hs.is_empty() {");
+                self.line(&format!("    {v} = (&hs[0] + {e}).tanh();"));
+                self.line("    let k = hs.len() - 1;");
+                self.line("    hs[k] = (&hs[k] * 0.5).sigmoid();");
+                self.line("}");
+            }
+            21 => {
+                let v = self.fresh("v");
+                self.line(&format!("let mut {v} = hs.iter().fold({e}, |acc, h| (acc + h).tanh());"));
+                self.scopes.last_mut().unwrap().push(v);
+            }
+            22 => {
+                let f = self.fresh("f");
+                let p = ["x", "y"][self.rng.below(2)];
+                self.line(&format!("let {f} = |t: &Tensor| (t * {p}).tanh();"));
+                self.closures.last_mut().unwrap().push(f);
+            }
+            23 => {
+                let (v, c) = (self.rng.pick(&vars).to_string(), self.fresh("c"));
+                self.line(&format!("let mut {c} = 0;"));
+                self.line(&format!("while {v}.abs().max_all().item() > 0.3 && {c} < 3 {{"));
+                self.line(&format!("    {v} = &{v} * 0.5 + {e} * 0.01;"));
+                self.line(&format!("    {c} += 1;"));
+                self.line("}");
+            }
+            24 => {
+                let (v, q) = (self.rng.pick(&vars).to_string(), self.fresh("q"));
+                self.line(&format!("let mut {q} = P {{ w: m.w.clone(), b: ({e}).mean(0) }};"));
+                self.line(&format!("{q}.b = &{q}.b * 0.5;"));
+                self.line(&format!("{v} = ({v}.matmul(&{q}.w) + &{q}.b).tanh();"));
+            }
+            0 | 1 => {
+                let v = self.fresh("v");
+                self.line(&format!("let mut {v} = ({e}).tanh();"));
+                self.scopes.last_mut().unwrap().push(v);
+            }
+            2 | 3 => {
+                let v = self.rng.pick(&vars).to_string();
+                self.line(&format!("{v} = ({e}).tanh();"));
+            }
+            4 => {
+                // Shadowing: a new binding under an existing name.
+                let v = self.rng.pick(&vars).to_string();
+                self.line(&format!("let mut {v} = ({e}).tanh();"));
+                self.scopes.last_mut().unwrap().push(v);
+            }
+            5 => {
+                let v = self.rng.pick(&vars).to_string();
+                self.line(&format!("{v} += ({e}) * 0.1;"));
+            }
+            6 if vars.len() >= 2 => {
+                let (a, b) = (self.rng.pick(&vars).to_string(), self.rng.pick(&vars).to_string());
+                if a != b {
+                    let e2 = self.expr(2);
+                    self.line(&format!("({a}, {b}) = (({e}).tanh(), ({e2}).sigmoid());"));
+                } else {
+                    self.line(&format!("({a}, _) = pair(&{e}, &{b});"));
+                }
+            }
+            7 => {
+                let (a, b) = (self.fresh("v"), self.fresh("v"));
+                let c = self.rng.pick(&vars).to_string();
+                self.line(&format!("let (mut {a}, mut {b}) = pair(&{e}, &{c});"));
+                self.scopes.last_mut().unwrap().extend([a, b]);
+            }
+            8 => self.line(&format!("hs.push(({e}).tanh());")),
+            9 => {
+                let e2 = self.expr(2);
+                self.line(&format!("m.w = &m.w * 0.9 + ({e}).t().matmul(&{e2}) * 0.01;"));
+            }
+            10 => self.line(&format!("m.b = &m.b * 0.9 + ({e}).mean(0) * 0.1;")),
+            11 => {
+                // The operand goes through a local: `&mut v` and a read of `v` cannot overlap.
+                let (v, t) = (self.rng.pick(&vars).to_string(), self.fresh("t"));
+                self.line(&format!("let mut {t} = {e};"));
+                self.line(&format!("bump(&mut {v}, &{t});"));
+                self.scopes.last_mut().unwrap().push(t);
+            }
+            12 => {
+                let t = ["0.0", "0.3", "-0.2"][self.rng.below(3)];
+                self.line(&format!("if ({e}).sum_all().item() > {t} {{"));
+                self.block_of(3);
+                self.line("} else {");
+                self.block_of(2);
+                self.line("}");
+            }
+            13 => {
+                self.line("if n % 2 == 0 {");
+                self.block_of(3);
+                self.line("}");
+            }
+            14 => {
+                let i = self.fresh("i");
+                self.line(&format!("for {i} in 0..n {{"));
+                if self.rng.chance(30) {
+                    let v = self.rng.pick(&vars).to_string();
+                    self.line(&format!("    {v} = &{v} * (1.0 / ({i} as f64 + 1.0));"));
+                }
+                self.loops += 1;
+                self.block_of(3);
+                self.loops -= 1;
+                self.line("}");
+            }
+            15 => {
+                let c = self.fresh("c");
+                self.line(&format!("let mut {c} = 0;"));
+                self.line(&format!("while {c} < n {{"));
+                self.line(&format!("    {c} += 1;"));
+                self.loops += 1;
+                self.block_of(2);
+                self.loops -= 1;
+                self.line("}");
+            }
+            16 => {
+                let v = self.rng.pick(&vars).to_string();
+                self.line("match n % 3 {");
+                self.line(&format!("    0 => {v} = ({e}).tanh(),"));
+                self.line("    1 => {");
+                self.depth += 1;
+                self.block_of(2);
+                self.depth -= 1;
+                self.line("    }");
+                self.line("    _ => {}");
+                self.line("}");
+            }
+            17 => {
+                let f = self.fresh("f");
+                let k = 0.25 + self.rng.below(4) as f64 * 0.25;
+                self.line(&format!("let {f} = |t: &Tensor| (t * {k:.2}).tanh() + s * 0.1;"));
+                self.closures.last_mut().unwrap().push(f);
+            }
+            _ => {
+                let (a, b) = (self.rng.pick(&vars).to_string(), self.rng.pick(&vars).to_string());
+                let t = ["0.5", "0.9", "1.5"][self.rng.below(3)];
+                self.line(&format!("if ({e}).max_all().item() > {t} {{"));
+                self.line(&format!("    return ({a}.clone(), {b}.clone() * s, hs);"));
+                self.line("}");
+            }
+        }
+    }
+}
+
+fn function(k: usize, rng: Rng) -> String {
+    let mut f = Func {
+        rng,
+        out: String::new(),
+        scopes: vec![vec!["v0".into(), "v1".into()]],
+        closures: vec![Vec::new()],
+        next: 1,
+        depth: 0,
+        loops: 0,
+    };
+    let attr = if f.rng.chance(30) { "#[janus(min_ops = 1, dynamic(s))]" } else { "#[janus(min_ops = 1)]" };
+    writeln!(f.out, "{attr}").unwrap();
+    writeln!(
+        f.out,
+        "pub fn f{k}(x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tensor, Vec<Tensor>) {{"
+    )
+    .unwrap();
+    f.line("let mut hs: Vec<Tensor> = Vec::new();");
+    f.line("let mut v0 = (x * s).tanh();");
+    f.line("let mut v1 = (y + &v0).sigmoid();");
+    for _ in 0..3 + f.rng.below(5) {
+        f.stmt();
+    }
+    let top = f.scopes[0].clone();
+    let (a, b) = (f.rng.pick(&top).to_string(), f.rng.pick(&top).to_string());
+    f.line(&format!("({a}.clone(), {b}.clone(), hs)"));
+    f.out.push_str("}\n");
+    f.out
+}
+
+/// Functions per generated file (each file stays readable in one sitting).
+const PER_FILE: usize = 16;
+
+/// The files of `generated/`, as `(name, source)`: `mod.rs` with the table of all functions,
+/// and `part{i}.rs` with `PER_FILE` functions each, `count` in all from `seed`.
+pub fn generate(seed: u64, count: usize) -> Vec<(String, String)> {
+    let header = |what: &str| {
+        format!(
+            "//! {what} Generated by `generator.rs` (seed {seed}, {count} functions); \
+             `JANUS_BLESS=1 cargo test --release --test macro_fuzz` rewrites it.\n"
+        )
+    };
+    let parts = count.div_ceil(PER_FILE);
+    let mut files = Vec::new();
+    let mut table = header("Random `#[janus]` functions.");
+    for p in 0..parts {
+        writeln!(table, "mod part{p};").unwrap();
+    }
+    table +=
+        "\n/// Every generated function, by name.\npub const FUNCTIONS: &[(&str, super::Generated)] = &[\n";
+    for p in 0..parts {
+        let mut s = header("Part of the random functions.");
+        s += "#![allow(unused, clippy::all)]\n\nuse super::super::{P, bump, decay, mix, pair};\nuse janus::prelude::*;\n";
+        for k in p * PER_FILE..((p + 1) * PER_FILE).min(count) {
+            s += "\n";
+            s += &function(k, Rng(seed.wrapping_mul(1_000_003).wrapping_add(k as u64)));
+            writeln!(table, "    (\"f{k}\", part{p}::f{k}),").unwrap();
+        }
+        files.push((format!("part{p}.rs"), s));
+    }
+    table += "];\n";
+    files.insert(0, ("mod.rs".to_string(), table));
+    files
+}

@@ -1,0 +1,158 @@
+//! Differential fuzz of the macro: random `#[janus]` functions (see `generator.rs`; the generated
+//! source is checked in under `generated/`) run in eager mode and in janus mode over several
+//! calls each, so that profiling, recording, compiling and replaying all happen. Outputs, the
+//! mutated module and the gradients of the inputs and the module must agree within 1e-9
+//! relative (f64), and check mode must accept every function.
+
+#[rustfmt::skip] // generated; `generated_files_are_current` pins its exact text
+mod generated;
+mod generator;
+
+use janus::prelude::*;
+
+/// The module the generated functions update through `&mut`.
+#[derive(Module, Clone)]
+pub struct P {
+    pub w: Tensor,
+    pub b: Tensor,
+}
+
+/// The generated functions' signature.
+pub type Generated = fn(&Tensor, &Tensor, &mut P, usize, f64) -> (Tensor, Tensor, Vec<Tensor>);
+
+/// Helpers the generated code calls: a plain function, one returning a pair, two writing
+/// through `&mut`.
+pub fn mix(a: &Tensor, b: &Tensor) -> Tensor {
+    (a - b).tanh() * 0.5 + a * 0.25
+}
+
+pub fn pair(a: &Tensor, b: &Tensor) -> (Tensor, Tensor) {
+    ((a + b).tanh(), (a * b).sigmoid())
+}
+
+pub fn bump(a: &mut Tensor, b: &Tensor) {
+    *a = (&*a + b).tanh();
+}
+
+pub fn decay(m: &mut P) {
+    m.w = &m.w * 0.99;
+    m.b = (&m.b + 0.01).tanh();
+}
+
+const SEED: u64 = 1;
+const COUNT: usize = 80;
+
+/// `(n, s, data seed)` of each call: repeated keys (so variants compile and replay), a new loop
+/// count, a new host scalar (a recompile, or a runtime input under `dynamic(s)`).
+const CALLS: [(usize, f64, u64); 8] =
+    [(2, 0.5, 1), (2, 0.5, 2), (2, 0.5, 3), (2, 0.5, 4), (3, 0.5, 5), (1, 0.5, 6), (2, 0.75, 7), (2, 0.5, 8)];
+
+fn data(seed: u64) -> (Tensor, Tensor, P) {
+    janus::manual_seed(seed);
+    let t = |r: usize, c: usize| Tensor::randn_dtype([r, c], DType::F64);
+    (t(2, 4), t(2, 4), P { w: t(4, 4) * 0.5, b: Tensor::randn_dtype([4], DType::F64) * 0.1 })
+}
+
+/// Everything a call produces: outputs, the module after it, and the gradients of a weighted
+/// sum of the outputs with respect to `x`, `m.w` and `m.b` (as they were before the call).
+fn run(f: Generated, seed: u64, n: usize, s: f64) -> Vec<(String, Tensor)> {
+    let (x, y, p) = data(seed);
+    let x = x.requires_grad();
+    let mut m = P { w: p.w.requires_grad(), b: p.b.requires_grad() };
+    let leaves = [("x", x.clone()), ("w", m.w.clone()), ("b", m.b.clone())];
+    let (a, b, hs) = f(&x, &y, &mut m, n, s);
+    let mut out = vec![("a".to_string(), a.clone()), ("b".to_string(), b.clone())];
+    out.extend(hs.iter().enumerate().map(|(k, h)| (format!("hs[{k}]"), h.clone())));
+    out.push(("m.w after".into(), m.w.clone()));
+    out.push(("m.b after".into(), m.b.clone()));
+    let mut loss = a.sum_all() + b.sum_all() * 0.5 + m.w.sum_all() * 0.25 + m.b.sum_all();
+    for h in &hs {
+        loss += h.sum_all() * 0.75;
+    }
+    if loss.needs_grad() {
+        let grads = loss.backward();
+        for (name, l) in &leaves {
+            if let Some(g) = grads.get(l) {
+                out.push((format!("d{name}"), g.clone()));
+            }
+        }
+    }
+    out.into_iter().map(|(k, t)| (k, t.detach())).collect()
+}
+
+fn max_rel(got: &Tensor, want: &Tensor) -> f64 {
+    if got.dims() != want.dims() {
+        return f64::INFINITY;
+    }
+    let (g, w) = (got.to_vec::<f64>(), want.to_vec::<f64>());
+    let scale = w.iter().fold(1e-3f64, |m, v| m.max(v.abs()));
+    g.iter().zip(&w).map(|(a, b)| if a == b { 0.0 } else { (a - b).abs() / scale }).fold(0.0, f64::max)
+}
+
+fn generated_dir() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/macro_fuzz/generated")
+}
+
+/// The source of generated function `name`, for failure messages.
+fn source(name: &str) -> String {
+    for (_, all) in generator::generate(SEED, COUNT) {
+        if let Some(start) = all.find(&format!("pub fn {name}(")) {
+            let start = all[..start].rfind("#[janus").unwrap_or(start);
+            let end = all[start..].find("\n}\n").map_or(all.len(), |e| start + e + 3);
+            return all[start..end].to_string();
+        }
+    }
+    format!("(no source for {name})")
+}
+
+#[test]
+fn generated_files_are_current() {
+    let bless = std::env::var("JANUS_BLESS").is_ok_and(|v| v == "1");
+    for (file, want) in generator::generate(SEED, COUNT) {
+        let path = generated_dir().join(&file);
+        if bless {
+            std::fs::create_dir_all(generated_dir()).unwrap();
+            std::fs::write(&path, &want).unwrap();
+            continue;
+        }
+        let got = std::fs::read_to_string(&path).unwrap_or_default();
+        assert!(
+            got == want,
+            "{} is stale: rerun with JANUS_BLESS=1 after changing generator.rs",
+            path.display()
+        );
+    }
+}
+
+#[test]
+fn janus_agrees_with_eager_on_random_functions() {
+    for &(name, f) in generated::FUNCTIONS {
+        for (call, &(n, s, seed)) in CALLS.iter().enumerate() {
+            let want = janus::with_mode(Mode::Eager, || run(f, seed, n, s));
+            let got = run(f, seed, n, s);
+            let names = |v: &[(String, Tensor)]| v.iter().map(|(k, _)| k.clone()).collect::<Vec<_>>();
+            assert_eq!(names(&got), names(&want), "{name}, call {call}: results differ\n{}", source(name));
+            for ((k, g), (_, w)) in got.iter().zip(&want) {
+                let err = max_rel(g, w);
+                assert!(
+                    err <= 1e-9,
+                    "{name}, call {call} (n={n}, s={s}): `{k}` differs from eager by {err:e}\n{}\n{}",
+                    source(name),
+                    janus::explain()
+                );
+            }
+        }
+        // Check mode compares every replay with the statements: it must accept them all.
+        janus::with_mode(Mode::Check, || run(f, 9, 2, 0.5));
+    }
+    // The comparison means something only if most functions really ran compiled code.
+    let stats = janus::stats();
+    let replayed =
+        generated::FUNCTIONS.iter().filter(|(name, _)| stats.function(name).any(|s| s.hits > 0)).count();
+    assert!(
+        replayed * 10 >= generated::FUNCTIONS.len() * 9,
+        "only {replayed} of {} functions replayed a compiled block\n{}",
+        generated::FUNCTIONS.len(),
+        janus::explain()
+    );
+}
