@@ -91,6 +91,7 @@ fn matches_eager_and_pytorch_over_many_calls() {
 }
 
 // Indexing `xs[t]` is the point: a place read from outside the block (DESIGN §13 rule 1).
+// The host statement keeps the loop on the host, so its body is a block of its own.
 #[allow(clippy::needless_range_loop)]
 #[janus]
 fn lstm_forward(m: &Lstm, xs: &[Tensor]) -> Tensor {
@@ -98,6 +99,7 @@ fn lstm_forward(m: &Lstm, xs: &[Tensor]) -> Tensor {
     let mut h = Tensor::zeros([bsz, hid]);
     let mut c = Tensor::zeros([bsz, hid]);
     for t in 0..xs.len() {
+        assert!(t < xs.len());
         let g = xs[t].matmul(&m.wx) + h.matmul(&m.wh) + &m.b;
         let [i, f, gg, o] = g.chunk::<4>(1);
         c = f.sigmoid() * &c + i.sigmoid() * gg.tanh();
@@ -133,4 +135,51 @@ fn loop_body_over_xs_t_compiles_at_most_two_variants_for_32_steps() {
     assert_eq!(body.len(), 1, "{}", janus::explain());
     assert!(body[0].variants <= 2 && body[0].hits > 60, "{}", janus::explain());
     println!("{}", janus::explain());
+}
+
+/// The same loop without the host statement: every statement of its body is static, so the
+/// loop stages inside the block, which records it unrolled as one graph.
+#[allow(clippy::needless_range_loop)]
+#[janus]
+fn lstm_forward_staged(m: &Lstm, xs: &[Tensor]) -> Tensor {
+    let (bsz, hid) = (xs[0].dims()[0], m.wh.dims()[0]);
+    let mut h = Tensor::zeros([bsz, hid]);
+    let mut c = Tensor::zeros([bsz, hid]);
+    for t in 0..xs.len() {
+        let g = xs[t].matmul(&m.wx) + h.matmul(&m.wh) + &m.b;
+        let [i, f, gg, o] = g.chunk::<4>(1);
+        c = f.sigmoid() * &c + i.sigmoid() * gg.tanh();
+        h = o.sigmoid() * c.tanh();
+    }
+    h
+}
+
+#[test]
+fn a_loop_with_a_static_body_stages_as_one_unrolled_graph_per_trip_count() {
+    janus::manual_seed(5);
+    let m = Lstm {
+        wx: Tensor::randn([7, 16]) * 0.3,
+        wh: Tensor::randn([4, 16]) * 0.3,
+        b: Tensor::zeros([16]),
+        wy: Tensor::zeros([4, 7]),
+        by: Tensor::zeros([7]),
+    };
+    let xs: Vec<Tensor> = (0..12).map(|_| Tensor::randn([3, 7])).collect();
+    for len in [12, 12, 12, 5, 5, 5, 12] {
+        let want = janus::with_mode(Mode::Eager, || lstm_forward_staged(&m, &xs[..len]));
+        let got = lstm_forward_staged(&m, &xs[..len]);
+        let err = got
+            .to_vec::<f32>()
+            .iter()
+            .zip(want.to_vec::<f32>())
+            .map(|(a, b)| (a - b).abs())
+            .fold(0.0, f32::max);
+        assert!(err < 1e-5, "len {len}: {err}");
+    }
+    let s = janus::stats();
+    let frags: Vec<_> = s.function("lstm_forward_staged").collect();
+    assert_eq!(frags.len(), 1, "one block for the whole function: {}", janus::explain());
+    // 7 calls in each mode; two trip counts, each compiled once and then replayed.
+    assert_eq!((frags[0].calls, frags[0].variants), (14, 2), "{}", janus::explain());
+    assert!(frags[0].hits >= 2, "{}", janus::explain());
 }

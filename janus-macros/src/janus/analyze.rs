@@ -245,6 +245,7 @@ pub(crate) fn classify(s: &Stmt, env: &Env) -> Kind {
             Some(_) => Kind::Host,
         },
         Stmt::Expr(e, _) => match e {
+            Expr::ForLoop(f) if is_static_loop(f, env) => Kind::Static,
             Expr::If(_)
             | Expr::Match(_)
             | Expr::While(_)
@@ -255,6 +256,29 @@ pub(crate) fn classify(s: &Stmt, env: &Env) -> Kind {
             _ => Kind::Host,
         },
     }
+}
+
+/// A `for` loop that stages inside a block: no label, an iterator built from the block's
+/// values (so its trip count is fixed by the block's key), and a body of static statements
+/// only. Recording unrolls it; there is no decision left to guard.
+fn is_static_loop(f: &syn::ExprForLoop, env: &Env) -> bool {
+    if f.label.is_some() || !is_static_expr(&f.expr, env) {
+        return false;
+    }
+    let mut inner = env.nested();
+    for n in pattern_names(&f.pat) {
+        inner.declare(n.to_string());
+    }
+    f.body.stmts.iter().all(|s| {
+        let static_stmt =
+            !matches!(s, Stmt::Local(l) if closure_def(l)) && classify(s, &inner) == Kind::Static;
+        if let Stmt::Local(l) = s {
+            for n in pattern_names(&l.pat) {
+                inner.declare(n.to_string());
+            }
+        }
+        static_stmt
+    })
 }
 
 /// A place a block reads or writes: a local, or a field/index/deref path from one.
@@ -465,6 +489,25 @@ impl<'a> Visit<'a> for Reads<'_> {
                 self.bound.pop();
                 return;
             }
+            Expr::ForLoop(f) => {
+                // A staged loop: its variable and body locals are scoped to the body.
+                self.visit_expr(&f.expr);
+                self.bound.push(pattern_names(&f.pat).iter().map(|i| i.to_string()).collect());
+                for s in &f.body.stmts {
+                    self.visit_stmt(s);
+                }
+                self.bound.pop();
+                self.info.has_work = true;
+                return;
+            }
+            Expr::Block(b) => {
+                self.bound.push(HashSet::new());
+                for s in &b.block.stmts {
+                    self.visit_stmt(s);
+                }
+                self.bound.pop();
+                return;
+            }
             _ => {}
         }
         syn::visit::visit_expr(self, e);
@@ -475,8 +518,16 @@ impl<'a> Visit<'a> for Reads<'_> {
             self.visit_expr(&init.expr);
         }
         for n in pattern_names(&l.pat) {
-            self.defined.insert(n.to_string());
-            self.info.defs.push(n);
+            match self.bound.last_mut() {
+                // A local of a nested body (loop, block, closure) ends with it.
+                Some(scope) => {
+                    scope.insert(n.to_string());
+                }
+                None => {
+                    self.defined.insert(n.to_string());
+                    self.info.defs.push(n);
+                }
+            }
         }
     }
 }

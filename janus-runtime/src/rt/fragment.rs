@@ -26,6 +26,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::Instant;
 
+/// A recording larger than this (a staged loop with a huge trip count) is not compiled.
+const MAX_RECORDED_NODES: usize = 200_000;
+
 /// Below this many elements per op, a block of fewer than `min_ops` ops runs eagerly.
 const SMALL_ELEMS: usize = 4096;
 
@@ -258,6 +261,13 @@ impl Fragment {
 
     fn record_finished(&'static self, v: &Arc<Variant>, leaves: &[Tensor], rec: Recorded) {
         let st = self.state();
+        if rec.graph.nodes.len() > MAX_RECORDED_NODES {
+            let n = rec.graph.nodes.len();
+            return self.unstageable(
+                v,
+                format!("recording too large to compile ({n} nodes; a loop unrolled too far?)"),
+            );
+        }
         let mut prof = v.profile.lock().unwrap();
         let Some(prev) = prof.last.take() else {
             prof.last = Some(rec);
