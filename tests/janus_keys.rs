@@ -294,3 +294,37 @@ fn blocks_too_small_to_pay_off_run_eagerly_and_large_ones_compile() {
 fn tiny_large(x: &Tensor) -> Tensor {
     (x * 2.0).tanh()
 }
+
+/// A module with host fields next to its tensors: a depth that sets a staged loop's trip
+/// count, and a scale baked into the graph as a constant.
+#[derive(Module, Clone)]
+struct Deep {
+    w: Tensor,
+    depth: usize,
+    scale: f64,
+}
+
+#[janus(min_ops = 1)]
+fn deep(m: &Deep, x: &Tensor) -> Tensor {
+    let mut h = x * m.scale;
+    for _ in 0..m.depth {
+        h = h.matmul(&m.w).tanh();
+    }
+    h
+}
+
+#[test]
+fn host_fields_of_a_module_key_the_cache_including_loop_trip_counts() {
+    janus::manual_seed(3);
+    let x = Tensor::randn_dtype([2, 3], DType::F64);
+    let mut m = Deep { w: Tensor::randn_dtype([3, 3], DType::F64), depth: 1, scale: 1.0 };
+    for k in 0..24 {
+        m.depth = 1 + k % 3;
+        m.scale = 0.5 + (k % 2) as f64;
+        let want = janus::with_mode(Mode::Eager, || deep(&m, &x));
+        assert!(close(&deep(&m, &x), &want), "call {k}: depth {} scale {}", m.depth, m.scale);
+    }
+    let f = &frag("deep")[0];
+    assert_eq!(f.variants, 6, "one graph per (depth, scale)");
+    assert!(f.hits >= 6, "{} hits", f.hits);
+}
