@@ -177,9 +177,46 @@ fn a_loop_with_a_static_body_stages_as_one_unrolled_graph_per_trip_count() {
         assert!(err < 1e-5, "len {len}: {err}");
     }
     let s = janus::stats();
-    let frags: Vec<_> = s.function("lstm_forward_staged").collect();
-    assert_eq!(frags.len(), 1, "one block for the whole function: {}", janus::explain());
+    let find = |name: &str| s.function("lstm_forward_staged").find(|f| f.name == name).cloned();
+    let (whole, body) = (find("lstm_forward_staged#1").unwrap(), find("lstm_forward_staged#0").unwrap());
     // 7 calls in each mode; two trip counts, each compiled once and then replayed.
-    assert_eq!((frags[0].calls, frags[0].variants), (14, 2), "{}", janus::explain());
-    assert!(frags[0].hits >= 2, "{}", janus::explain());
+    assert_eq!((whole.calls, whole.variants), (14, 2), "{}", janus::explain());
+    assert!(whole.hits >= 2, "{}", janus::explain());
+    // The loop body's own fragment only runs when the whole block runs its statements, and
+    // then (while recording, or here after too few calls) records inline or runs eagerly.
+    assert_eq!((body.hits, body.variants), (0, 0), "{}", janus::explain());
+}
+
+/// The staged loop with a variant limit of 2: a third trip count runs the block's statements,
+/// whose loop body then dispatches to its own cached graph on every trip.
+#[allow(clippy::needless_range_loop)]
+#[janus(max_variants = 2)]
+fn rnn_limited(w: &Tensor, xs: &[Tensor]) -> Tensor {
+    let mut h = xs[0].tanh();
+    for t in 1..xs.len() {
+        h = (h.matmul(w) + &xs[t]).tanh();
+    }
+    h
+}
+
+#[test]
+fn past_the_variant_limit_a_staged_loop_runs_its_body_as_a_cached_graph_per_trip() {
+    janus::manual_seed(6);
+    let w = Tensor::randn_dtype([8, 8], DType::F64) * 0.3;
+    let xs: Vec<Tensor> = (0..9).map(|_| Tensor::randn_dtype([2, 8], DType::F64)).collect();
+    for len in [4, 4, 4, 6, 6, 6, 9, 9, 9, 7, 7, 4] {
+        let want = janus::with_mode(Mode::Eager, || rnn_limited(&w, &xs[..len]));
+        let got = rnn_limited(&w, &xs[..len]);
+        assert_eq!(got.to_vec::<f64>(), want.to_vec::<f64>(), "len {len}");
+    }
+    let s = janus::stats();
+    let find = |name: &str| s.function("rnn_limited").find(|f| f.name == name).cloned().unwrap();
+    let (whole, body) = (find("rnn_limited#1"), find("rnn_limited#0"));
+    assert_eq!(whole.variants, 2, "{}", janus::explain());
+    let limited: u64 =
+        whole.eager.iter().filter(|(k, _)| k.starts_with("variant limit (2)")).map(|(_, n)| n).sum();
+    assert_eq!(limited, 5, "{}", janus::explain());
+    // Those 5 calls (lengths 9 and 7) ran the statements: 36 trips, all but the 2 profiled
+    // ones replayed the body's graph.
+    assert_eq!((body.variants, body.hits), (1, 34), "{}", janus::explain());
 }

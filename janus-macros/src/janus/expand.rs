@@ -125,12 +125,15 @@ fn block(b: &mut Block, parent: &Env, ctx: &mut Ctx) {
     }
     let used_from = mentioned_from;
     let mut out: Vec<Stmt> = Vec::new();
+    // The run as written (what the analysis reads) and as emitted (staged loops carry their
+    // partitioned bodies).
     let mut run: Vec<Stmt> = Vec::new();
+    let mut emit: Vec<Stmt> = Vec::new();
     let mut run_env = env.clone();
     for (i, mut s) in stmts.into_iter().enumerate() {
         let kind = classify(&s, &env);
         if kind != Kind::Static {
-            flush(&mut run, &run_env, &used_from[i], &mut out, ctx);
+            flush((&mut run, &mut emit), &run_env, &used_from[i], &mut out, ctx);
         }
         match kind {
             Kind::Static => {
@@ -138,6 +141,7 @@ fn block(b: &mut Block, parent: &Env, ctx: &mut Ctx) {
                     run_env = env.clone();
                 }
                 run.push(s.clone());
+                emit.push(with_fallback(s.clone(), &env, ctx));
             }
             Kind::Control => {
                 control(&mut s, &env, ctx);
@@ -174,19 +178,21 @@ fn block(b: &mut Block, parent: &Env, ctx: &mut Ctx) {
                 run_env = env.clone();
             }
             let span = e.span();
-            run.push(syn::parse_quote_spanned!(span=> let __janus_tail = #e;));
+            let bound: Stmt = syn::parse_quote_spanned!(span=> let __janus_tail = #e;);
+            run.push(bound.clone());
+            emit.push(with_fallback(bound, &env, ctx));
             let live = HashSet::from(["__janus_tail".to_string()]);
-            flush(&mut run, &run_env, &live, &mut out, ctx);
+            flush((&mut run, &mut emit), &run_env, &live, &mut out, ctx);
             out.push(Stmt::Expr(syn::parse_quote_spanned!(span=> __janus_tail), None));
         }
         Some(mut t) => {
-            flush(&mut run, &run_env, &used_from[end], &mut out, ctx);
+            flush((&mut run, &mut emit), &run_env, &used_from[end], &mut out, ctx);
             if classify(&t, &env) == Kind::Control {
                 control(&mut t, &env, ctx);
             }
             out.push(t);
         }
-        None => flush(&mut run, &run_env, &used_from[end], &mut out, ctx),
+        None => flush((&mut run, &mut emit), &run_env, &used_from[end], &mut out, ctx),
     }
     b.stmts = out;
 }
@@ -203,6 +209,23 @@ fn strip_type(p: &Pat) -> &Pat {
         Pat::Type(t) => strip_type(&t.pat),
         p => p,
     }
+}
+
+/// A staged `for` loop also partitions a copy of its body, for the calls on which its block
+/// runs the statements (a key being profiled, past the variant limit or unstageable): each trip
+/// then dispatches to the body's own cached graph, as an unstaged loop would. While the block
+/// is being recorded, those inner fragments record inline.
+fn with_fallback(mut s: Stmt, env: &Env, ctx: &mut Ctx) -> Stmt {
+    if let Stmt::Local(l) = &mut s {
+        if let Some(init) = &mut l.init {
+            if matches!(&*init.expr, Expr::ForLoop(_)) {
+                control_expr(&mut init.expr, env, ctx);
+            }
+        }
+    } else if matches!(&s, Stmt::Expr(Expr::ForLoop(_), _)) {
+        control(&mut s, env, ctx);
+    }
+    s
 }
 
 /// Recurses into the bodies of control flow; conditions and headers stay host code.
@@ -265,18 +288,25 @@ fn control_expr(e: &mut Expr, env: &Env, ctx: &mut Ctx) {
 }
 
 /// Emits the pending run: as a fragment when it does work, as plain statements otherwise.
-fn flush(run: &mut Vec<Stmt>, env: &Env, live_after: &HashSet<String>, out: &mut Vec<Stmt>, ctx: &mut Ctx) {
+fn flush(
+    (run, emit): (&mut Vec<Stmt>, &mut Vec<Stmt>),
+    env: &Env,
+    live_after: &HashSet<String>,
+    out: &mut Vec<Stmt>,
+    ctx: &mut Ctx,
+) {
     if run.is_empty() {
         return;
     }
     let stmts = std::mem::take(run);
+    let emitted = std::mem::take(emit);
     let own = run_info(&stmts, env);
     let copies: Vec<Stmt> = own.closures.iter().filter_map(|c| env.closures.get(c).cloned()).collect();
     let mut all = copies.clone();
     all.extend(stmts.iter().cloned());
     let info = run_info(&all, env);
     if !info.has_work {
-        out.extend(stmts);
+        out.extend(emitted);
         return;
     }
     let outer = |root: &str| env.level.get(root).is_some_and(|&l| l < env.depth);
@@ -309,7 +339,7 @@ fn flush(run: &mut Vec<Stmt>, env: &Env, live_after: &HashSet<String>, out: &mut
         }
     }
     defined.reverse();
-    out.extend(fragment(&stmts, &copies, &info.inputs, &assigned, (&inouts, &fixed), &defined, ctx));
+    out.extend(fragment(&emitted, &copies, &info.inputs, &assigned, (&inouts, &fixed), &defined, ctx));
 }
 
 fn fragment(

@@ -38,6 +38,14 @@ impl DynamicScalar for f64 {
     }
 }
 
+/// A scalar that is already dynamic: inside the statements of an enclosing block, a
+/// `dynamic(..)` name is bound to its rank-0 tensor.
+impl DynamicScalar for &Tensor {
+    fn to_tensor(self) -> Tensor {
+        self.clone()
+    }
+}
+
 /// `value` as a tracked scalar tensor (see [`DynamicScalar`]).
 #[track_caller]
 pub fn dynamic_scalar<S: DynamicScalar>(value: S) -> Tensor {
