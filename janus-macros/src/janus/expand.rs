@@ -217,10 +217,8 @@ fn strip_type(p: &Pat) -> &Pat {
 /// is being recorded, those inner fragments record inline.
 fn with_fallback(mut s: Stmt, env: &Env, ctx: &mut Ctx) -> Stmt {
     if let Stmt::Local(l) = &mut s {
-        if let Some(init) = &mut l.init {
-            if matches!(&*init.expr, Expr::ForLoop(_)) {
-                control_expr(&mut init.expr, env, ctx);
-            }
+        if let Some(init) = l.init.as_mut().filter(|i| matches!(&*i.expr, Expr::ForLoop(_))) {
+            control_expr(&mut init.expr, env, ctx);
         }
     } else if matches!(&s, Stmt::Expr(Expr::ForLoop(_), _)) {
         control(&mut s, env, ctx);
