@@ -7,6 +7,7 @@
 //! cargo run --release --example bench              # full run (under a minute)
 //! cargo run --release --example bench -- --quick   # a smoke run (CI)
 //! cargo run --release --example bench -- --only cartpole
+//! cargo run --release --example bench -- --only unroll  # what unrolling a loop costs to compile
 //! ```
 //!
 //! The LSTM step is the `shared/refbench` workload (T=32, B=32, V=65, H=128, plain SGD lr 0.1);
@@ -61,16 +62,20 @@ fn lstm(repeats: usize, steps: usize) -> Vec<Row> {
     janus::manual_seed(0);
     let data = lstm_lm::Batches::synthetic(16);
     let init = lstm_lm::LstmLm::new(lstm_lm::V, lstm_lm::H);
-    let mut models = [init.clone(), init.clone(), init.clone()];
     let mut k = 0;
-    let [e, j, c] = interleaved(repeats, |mode, out| {
-        let m = &mut models[MODES.iter().position(|&x| x == mode).unwrap()];
-        for _ in 0..steps {
-            let (xs, ys) = data.batch(k);
-            out.push(timed(1e3, || _ = lstm_lm::janus_sgd_step(m, xs, ys, 0.1)));
-            k += 1;
-        }
-    });
+    let mut modes = |step: fn(&mut lstm_lm::LstmLm, &[Tensor], &[Tensor], f64) -> f32| {
+        let mut models = [init.clone(), init.clone(), init.clone()];
+        interleaved(repeats, |mode, out| {
+            let m = &mut models[MODES.iter().position(|&x| x == mode).unwrap()];
+            for _ in 0..steps {
+                let (xs, ys) = data.batch(k);
+                out.push(timed(1e3, || _ = step(m, xs, ys, 0.1)));
+                k += 1;
+            }
+        })
+    };
+    let [e, j, c] = modes(lstm_lm::janus_sgd_step);
+    let [he, hj, hc] = modes(lstm_lm::janus_sgd_step_host_loop);
     // The whole step (loss, backward, update) traced as one graph, for reference.
     let traced = trace(lstm_lm::flat_sgd_step);
     let mut p = init.params();
@@ -88,6 +93,11 @@ fn lstm(repeats: usize, steps: usize) -> Vec<Row> {
     }
     vec![
         Row { workload: "LSTM LM", metric: "training step, ms", values: [Some(e), Some(j), Some(c)] },
+        Row {
+            workload: "LSTM LM",
+            metric: "training step, time loop on the host (unroll = false), ms",
+            values: [Some(he), Some(hj), Some(hc)],
+        },
         Row {
             workload: "LSTM LM",
             metric: "training step as one graph (janus::trace), ms",
@@ -183,15 +193,65 @@ fn tree(repeats: usize, steps: usize) -> Vec<Row> {
     }]
 }
 
+/// A small LSTM forward whose time loop `#[janus]` unrolls into one block.
+#[allow(clippy::needless_range_loop)]
+#[janus]
+fn unrolled_lstm(wx: &Tensor, wh: &Tensor, b: &Tensor, xs: &[Tensor]) -> Tensor {
+    let (bsz, hid) = (xs[0].dims()[0], wh.dims()[0]);
+    let mut h = Tensor::zeros([bsz, hid]);
+    let mut c = Tensor::zeros([bsz, hid]);
+    for t in 0..xs.len() {
+        let g = xs[t].matmul(wx) + h.matmul(wh) + b;
+        let [i, f, gg, o] = g.chunk::<4>(1);
+        c = f.sigmoid() * &c + i.sigmoid() * gg.tanh();
+        h = o.sigmoid() * c.tanh();
+    }
+    h
+}
+
+/// What unrolling costs as the trip count grows: forward + backward of [`unrolled_lstm`]
+/// (B=8, input 16, H=32) per sequence length, eager against janus, including janus's first
+/// calls (two profiled runs, then the forward compile; the backward graph compiles on the
+/// first replay that needs it).
+fn unroll_cost(lengths: &[usize]) {
+    janus::manual_seed(0);
+    let wx = Tensor::randn([16, 128]).requires_grad();
+    let wh = Tensor::randn([32, 128]).requires_grad();
+    let b = Tensor::zeros([128]).requires_grad();
+    let step = |xs: &[Tensor]| {
+        let g = unrolled_lstm(&wx, &wh, &b, xs).sum_all().backward();
+        _ = g.get(&wx).unwrap().to_vec::<f32>();
+    };
+    println!(
+        "\n| time steps | eager, ms/step | janus first 3 steps, ms | janus steady, ms/step | speed-up | forward compile, ms |"
+    );
+    println!("|---:|---:|---:|---:|---:|---:|");
+    for &t in lengths {
+        let xs: Vec<Tensor> = (0..t).map(|_| Tensor::randn([8, 16])).collect();
+        let compiled = || janus::stats().function("unrolled_lstm").map(|f| f.compile_ms).sum::<f64>();
+        let mut eager: Vec<f64> =
+            (0..5).map(|_| janus::with_mode(Mode::Eager, || timed(1e3, || step(&xs)))).collect();
+        let before = compiled();
+        let first: f64 = (0..3).map(|_| timed(1e3, || step(&xs))).sum();
+        let compile = compiled() - before;
+        let mut steady: Vec<f64> = (0..5).map(|_| timed(1e3, || step(&xs))).collect();
+        let (e, j) = (cli::median(&mut eager), cli::median(&mut steady));
+        println!("| {t} | {e:.2} | {first:.1} | {j:.2} | {:.2}x | {compile:.1} |", e / j);
+    }
+}
+
 fn main() {
     let args = cli::Args::parse(
         "bench",
         "Eager vs janus vs check mode on the examples' workloads: medians of interleaved repeats.",
-        &[("quick", "false", "a few iterations only (smoke test)"), ("only", "", "lstm | cartpole | tree")],
+        &[
+            ("quick", "false", "a few iterations only (smoke test)"),
+            ("only", "", "lstm | cartpole | tree | unroll"),
+        ],
     );
     let quick = args.switch("quick");
     let only = args.str("only");
-    let run = |name: &str| only.is_empty() || only == name;
+    let run = |name: &str| (only.is_empty() && name != "unroll") || only == name;
     let (repeats, scale) = if quick { (2, 1) } else { (9, 20) };
     let mut rows = Vec::new();
     if run("lstm") {
@@ -205,6 +265,10 @@ fn main() {
     if run("tree") {
         eprintln!("TreeRNN ...");
         rows.extend(tree(repeats, 2 * scale));
+    }
+    if run("unroll") {
+        unroll_cost(if quick { &[8, 32] } else { &[32, 256, 1024] });
+        return;
     }
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .ok()

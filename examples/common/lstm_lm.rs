@@ -110,26 +110,35 @@ pub fn sgd_step(m: &mut LstmLm, xs: &[Tensor], ys: &[Tensor], lr: f64) -> f32 {
     l.item()
 }
 
-/// The same step written imperatively under `#[janus]`: the time loop stays host code and
-/// its body (one LSTM step) runs as a cached compiled graph; the update is another.
-#[janus]
-pub fn janus_sgd_step(m: &mut LstmLm, xs: &[Tensor], ys: &[Tensor], lr: f64) -> f32 {
-    let (bsz, hid) = (xs[0].dims()[0], m.wh.dims()[0]);
-    let mut h = Tensor::zeros([bsz, hid]);
-    let mut c = Tensor::zeros([bsz, hid]);
-    let mut total = Tensor::scalar(0.0);
-    for t in 0..xs.len() {
-        let g = xs[t].matmul(&m.wx) + h.matmul(&m.wh) + &m.b;
-        let [i, f, gg, o] = g.chunk::<4>(1);
-        c = f.sigmoid() * &c + i.sigmoid() * gg.tanh();
-        h = o.sigmoid() * c.tanh();
-        total += (h.matmul(&m.wy) + &m.by).cross_entropy(&ys[t]);
-    }
-    let loss = total / xs.len() as f64;
-    let grads = loss.backward();
-    optim::Sgd::new(lr).step(m, &grads);
-    loss.item()
+/// The same step written imperatively under `#[janus]`, defined twice: `janus_sgd_step`
+/// stages the time loop (its body is all static) and records it unrolled, so the forward pass
+/// is one cached graph per sequence length; `janus_sgd_step_host_loop` (`unroll = false`) keeps
+/// the loop on the host, its body (one LSTM step) a cached graph of its own. The update is
+/// another graph in both.
+macro_rules! janus_sgd_step {
+    ($name:ident, $($opt:tt)*) => {
+        #[janus($($opt)*)]
+        pub fn $name(m: &mut LstmLm, xs: &[Tensor], ys: &[Tensor], lr: f64) -> f32 {
+            let (bsz, hid) = (xs[0].dims()[0], m.wh.dims()[0]);
+            let mut h = Tensor::zeros([bsz, hid]);
+            let mut c = Tensor::zeros([bsz, hid]);
+            let mut total = Tensor::scalar(0.0);
+            for t in 0..xs.len() {
+                let g = xs[t].matmul(&m.wx) + h.matmul(&m.wh) + &m.b;
+                let [i, f, gg, o] = g.chunk::<4>(1);
+                c = f.sigmoid() * &c + i.sigmoid() * gg.tanh();
+                h = o.sigmoid() * c.tanh();
+                total += (h.matmul(&m.wy) + &m.by).cross_entropy(&ys[t]);
+            }
+            let loss = total / xs.len() as f64;
+            let grads = loss.backward();
+            optim::Sgd::new(lr).step(m, &grads);
+            loss.item()
+        }
+    };
 }
+janus_sgd_step!(janus_sgd_step,);
+janus_sgd_step!(janus_sgd_step_host_loop, unroll = false);
 
 /// Pre-generated batches of a periodic synthetic text (period 97), as in the refbench: the
 /// one-hot inputs and targets are prepared outside the timed step.

@@ -27,6 +27,8 @@ pub(crate) struct Env {
     /// The function's own name: a recursive call is a host statement, so the tensor code
     /// around it can stage while the recursion follows the data.
     pub(crate) function: String,
+    /// Whether `for` loops with all-static bodies stage inside their block (`unroll` option).
+    pub(crate) unroll: bool,
 }
 
 impl Env {
@@ -245,7 +247,7 @@ pub(crate) fn classify(s: &Stmt, env: &Env) -> Kind {
             Some(_) => Kind::Host,
         },
         Stmt::Expr(e, _) => match e {
-            Expr::ForLoop(f) if is_static_loop(f, env) => Kind::Static,
+            Expr::ForLoop(f) if env.unroll && is_static_loop(f, env) => Kind::Static,
             Expr::If(_)
             | Expr::Match(_)
             | Expr::While(_)

@@ -67,7 +67,7 @@ fn mutable_names(p: &Pat) -> Vec<String> {
 
 /// Rewrites the function: bindings made mutable, every block's statement lists transformed.
 pub(crate) fn function(mut f: ItemFn, ctx: &mut Ctx) -> ItemFn {
-    let mut env = Env { function: ctx.function.clone(), ..Env::default() };
+    let mut env = Env { function: ctx.function.clone(), unroll: ctx.opts.unroll, ..Env::default() };
     for arg in f.sig.inputs.iter_mut() {
         match arg {
             FnArg::Receiver(r) => {

@@ -1,4 +1,5 @@
-//! `#[janus(profile = 2, max_variants = 8, min_ops = 3, speculate = true, dynamic(lr, beta))]`.
+//! `#[janus(profile = 2, max_variants = 8, min_ops = 3, unroll = true, speculate = true,
+//! dynamic(lr, beta))]`.
 
 use proc_macro2::TokenStream;
 use syn::parse::{Parse, ParseStream};
@@ -12,6 +13,9 @@ pub(crate) struct Options {
     /// Blocks recording fewer ops than this on small tensors run eagerly (a replay's fixed cost
     /// would exceed what it saves).
     pub(crate) min_ops: u32,
+    /// `for` loops whose body is all static stage inside their block, recorded unrolled (one
+    /// graph per trip count); `false` keeps every loop on the host.
+    pub(crate) unroll: bool,
     /// Parsed for the whole-function speculation of DESIGN §8, which is not implemented yet.
     pub(crate) speculate: bool,
     pub(crate) dynamic: Vec<Ident>,
@@ -19,7 +23,14 @@ pub(crate) struct Options {
 
 impl Default for Options {
     fn default() -> Self {
-        Options { profile: 2, max_variants: 8, min_ops: 3, speculate: false, dynamic: Vec::new() }
+        Options {
+            profile: 2,
+            max_variants: 8,
+            min_ops: 3,
+            unroll: true,
+            speculate: false,
+            dynamic: Vec::new(),
+        }
     }
 }
 
@@ -46,9 +57,14 @@ impl Parse for Options {
                     input.parse::<Token![=]>()?;
                     o.min_ops = input.parse::<LitInt>()?.base10_parse()?;
                 }
-                "speculate" => {
+                "speculate" | "unroll" => {
                     input.parse::<Token![=]>()?;
-                    o.speculate = input.parse::<LitBool>()?.value;
+                    let v = input.parse::<LitBool>()?.value;
+                    if name == "unroll" {
+                        o.unroll = v;
+                    } else {
+                        o.speculate = v;
+                    }
                 }
                 "dynamic" => {
                     let content;
@@ -60,7 +76,7 @@ impl Parse for Options {
                     return Err(syn::Error::new(
                         name.span(),
                         format!(
-                            "unknown option `{other}`; expected `profile = N`, `max_variants = N`, `min_ops = N`, `speculate = bool` or `dynamic(names)`"
+                            "unknown option `{other}`; expected `profile = N`, `max_variants = N`, `min_ops = N`, `unroll = bool`, `speculate = bool` or `dynamic(names)`"
                         ),
                     ));
                 }
@@ -85,10 +101,16 @@ mod tests {
 
     #[test]
     fn parses_every_option_and_rejects_unknown_ones() {
-        let o =
-            parse(quote!(profile = 3, max_variants = 4, min_ops = 1, speculate = true, dynamic(lr, beta)))
-                .unwrap();
-        assert_eq!((o.profile, o.max_variants, o.min_ops, o.speculate), (3, 4, 1, true));
+        let o = parse(quote!(
+            profile = 3,
+            max_variants = 4,
+            min_ops = 1,
+            unroll = false,
+            speculate = true,
+            dynamic(lr, beta)
+        ))
+        .unwrap();
+        assert_eq!((o.profile, o.max_variants, o.min_ops, o.unroll, o.speculate), (3, 4, 1, false, true));
         assert_eq!(o.dynamic.len(), 2);
         assert!(parse(quote!(fast = 1)).unwrap_err().to_string().contains("unknown option `fast`"));
         assert!(parse(quote!(profile = 0)).unwrap_err().to_string().contains("at least 1"));
