@@ -113,26 +113,34 @@ fn matches_eager_and_pytorch_over_many_calls() {
     assert!(most("loss_and_grads_host_loop") >= 3 * most("loss_and_grads"), "{}", janus::explain());
 }
 
-// Indexing `xs[t]` is the point: a place read from outside the block (DESIGN §13 rule 1).
-// `unroll = false` keeps the loop on the host, so its body is a block of its own.
-#[allow(clippy::needless_range_loop)]
-#[janus(unroll = false)]
-fn lstm_forward(m: &Lstm, xs: &[Tensor]) -> Tensor {
-    let (bsz, hid) = (xs[0].dims()[0], m.wh.dims()[0]);
-    let mut h = Tensor::zeros([bsz, hid]);
-    let mut c = Tensor::zeros([bsz, hid]);
-    for t in 0..xs.len() {
-        let g = xs[t].matmul(&m.wx) + h.matmul(&m.wh) + &m.b;
-        let [i, f, gg, o] = g.chunk::<4>(1);
-        c = f.sigmoid() * &c + i.sigmoid() * gg.tanh();
-        h = o.sigmoid() * c.tanh();
-    }
-    h
+/// An LSTM forward pass, defined twice. Indexing `xs[t]` is the point: a place read from
+/// outside the block (DESIGN §13 rule 1). `lstm_forward` (`unroll = false`) keeps the loop on
+/// the host, so its body is a block of its own; `lstm_forward_staged` (the default) stages the
+/// loop inside the block, which records it unrolled as one graph.
+macro_rules! lstm_forward {
+    ($name:ident, $($opt:tt)*) => {
+        #[allow(clippy::needless_range_loop)]
+        #[janus($($opt)*)]
+        fn $name(m: &Lstm, xs: &[Tensor]) -> Tensor {
+            let (bsz, hid) = (xs[0].dims()[0], m.wh.dims()[0]);
+            let mut h = Tensor::zeros([bsz, hid]);
+            let mut c = Tensor::zeros([bsz, hid]);
+            for t in 0..xs.len() {
+                let g = xs[t].matmul(&m.wx) + h.matmul(&m.wh) + &m.b;
+                let [i, f, gg, o] = g.chunk::<4>(1);
+                c = f.sigmoid() * &c + i.sigmoid() * gg.tanh();
+                h = o.sigmoid() * c.tanh();
+            }
+            h
+        }
+    };
 }
+lstm_forward!(lstm_forward, unroll = false);
+lstm_forward!(lstm_forward_staged,);
 
-#[test]
-fn loop_body_over_xs_t_compiles_at_most_two_variants_for_32_steps() {
-    janus::manual_seed(4);
+/// A small LSTM (input 7, hidden 4) and `len` random inputs of batch 3.
+fn small_lstm(seed: u64, len: usize) -> (Lstm, Vec<Tensor>) {
+    janus::manual_seed(seed);
     let m = Lstm {
         wx: Tensor::randn([7, 16]) * 0.3,
         wh: Tensor::randn([4, 16]) * 0.3,
@@ -140,16 +148,19 @@ fn loop_body_over_xs_t_compiles_at_most_two_variants_for_32_steps() {
         wy: Tensor::zeros([4, 7]),
         by: Tensor::zeros([7]),
     };
-    let xs: Vec<Tensor> = (0..32).map(|_| Tensor::randn([3, 7])).collect();
+    (m, (0..len).map(|_| Tensor::randn([3, 7])).collect())
+}
+
+fn max_err(a: &Tensor, b: &Tensor) -> f32 {
+    a.to_vec::<f32>().iter().zip(b.to_vec::<f32>()).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max)
+}
+
+#[test]
+fn loop_body_over_xs_t_compiles_at_most_two_variants_for_32_steps() {
+    let (m, xs) = small_lstm(4, 32);
     let want = janus::with_mode(Mode::Eager, || lstm_forward(&m, &xs));
     for _ in 0..3 {
-        let got = lstm_forward(&m, &xs);
-        let err = got
-            .to_vec::<f32>()
-            .iter()
-            .zip(want.to_vec::<f32>())
-            .map(|(a, b)| (a - b).abs())
-            .fold(0.0, f32::max);
+        let err = max_err(&lstm_forward(&m, &xs), &want);
         assert!(err < 1e-5, "{err}");
     }
     let s = janus::stats();
@@ -159,43 +170,12 @@ fn loop_body_over_xs_t_compiles_at_most_two_variants_for_32_steps() {
     println!("{}", janus::explain());
 }
 
-/// The same loop, unrolled (the default): every statement of its body is static, so the
-/// loop stages inside the block, which records it unrolled as one graph.
-#[allow(clippy::needless_range_loop)]
-#[janus]
-fn lstm_forward_staged(m: &Lstm, xs: &[Tensor]) -> Tensor {
-    let (bsz, hid) = (xs[0].dims()[0], m.wh.dims()[0]);
-    let mut h = Tensor::zeros([bsz, hid]);
-    let mut c = Tensor::zeros([bsz, hid]);
-    for t in 0..xs.len() {
-        let g = xs[t].matmul(&m.wx) + h.matmul(&m.wh) + &m.b;
-        let [i, f, gg, o] = g.chunk::<4>(1);
-        c = f.sigmoid() * &c + i.sigmoid() * gg.tanh();
-        h = o.sigmoid() * c.tanh();
-    }
-    h
-}
-
 #[test]
 fn a_loop_with_a_static_body_stages_as_one_unrolled_graph_per_trip_count() {
-    janus::manual_seed(5);
-    let m = Lstm {
-        wx: Tensor::randn([7, 16]) * 0.3,
-        wh: Tensor::randn([4, 16]) * 0.3,
-        b: Tensor::zeros([16]),
-        wy: Tensor::zeros([4, 7]),
-        by: Tensor::zeros([7]),
-    };
-    let xs: Vec<Tensor> = (0..12).map(|_| Tensor::randn([3, 7])).collect();
+    let (m, xs) = small_lstm(5, 12);
     for len in [12, 12, 12, 5, 5, 5, 12] {
         let want = janus::with_mode(Mode::Eager, || lstm_forward_staged(&m, &xs[..len]));
-        let got = lstm_forward_staged(&m, &xs[..len]);
-        let err = got
-            .to_vec::<f32>()
-            .iter()
-            .zip(want.to_vec::<f32>())
-            .map(|(a, b)| (a - b).abs())
-            .fold(0.0, f32::max);
+        let err = max_err(&lstm_forward_staged(&m, &xs[..len]), &want);
         assert!(err < 1e-5, "len {len}: {err}");
     }
     let s = janus::stats();
