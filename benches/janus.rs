@@ -1,6 +1,7 @@
 //! `#[janus]` benchmarks: the overhead of a fragment hit (4 inputs, trivial body), and the
-//! LSTM LM step written imperatively with `#[janus]` (host loop over time steps) against the
-//! same code eager and against the whole step traced as one graph.
+//! LSTM LM step written imperatively with `#[janus]` (the time loop unrolled into one block, and
+//! on the host with `unroll = false`) against the same code eager and against the whole step
+//! traced as one graph.
 //!
 //!     cargo bench --bench janus
 
@@ -62,12 +63,16 @@ fn lstm_table() {
             k += 1;
         })
     });
-    let mut m = init.clone();
-    let staged = median_secs(25, 2, || {
-        let (xs, ys) = data.batch(k);
-        lstm_lm::janus_sgd_step(&mut m, xs, ys, 0.1);
-        k += 1;
-    });
+    let mut run = |step: fn(&mut lstm_lm::LstmLm, &[Tensor], &[Tensor], f64) -> f32| {
+        let mut m = init.clone();
+        median_secs(25, 2, || {
+            let (xs, ys) = data.batch(k);
+            step(&mut m, xs, ys, 0.1);
+            k += 1;
+        })
+    };
+    let staged = run(lstm_lm::janus_sgd_step);
+    let host_loop = run(lstm_lm::janus_sgd_step_host_loop);
     let traced = trace(lstm_lm::flat_sgd_step);
     let mut p = vec![init.wx.clone(), init.wh.clone(), init.b.clone(), init.wy.clone(), init.by.clone()];
     let whole = median_secs(25, 2, || {
@@ -78,9 +83,14 @@ fn lstm_table() {
     });
     t.row(&["eager (same source, Mode::Eager)".into(), format!("{:.2}", eager * 1e3), "1.00x".into()]);
     t.row(&[
-        "#[janus], host loop over time steps".into(),
+        "#[janus], time loop unrolled into the block".into(),
         format!("{:.2}", staged * 1e3),
         format!("{:.2}x", eager / staged),
+    ]);
+    t.row(&[
+        "#[janus(unroll = false)], time loop on the host".into(),
+        format!("{:.2}", host_loop * 1e3),
+        format!("{:.2}x", eager / host_loop),
     ]);
     t.row(&[
         "whole step as one graph (janus::trace)".into(),
