@@ -47,7 +47,7 @@ pub fn f1(x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tenso
     (v0.clone(), v0.clone(), hs)
 }
 
-#[janus(min_ops = 1)]
+#[janus(min_ops = 1, max_variants = 1)]
 pub fn f2(x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tensor, Vec<Tensor>) {
     let mut hs: Vec<Tensor> = Vec::new();
     let mut v0 = (x * s).tanh();
@@ -137,7 +137,7 @@ pub fn f4(x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tenso
     (v0.clone(), t4.clone(), hs)
 }
 
-#[janus(min_ops = 1)]
+#[janus(min_ops = 1, max_variants = 1)]
 pub fn f5(x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tensor, Vec<Tensor>) {
     let mut hs: Vec<Tensor> = Vec::new();
     let mut v0 = (x * s).tanh();
@@ -263,7 +263,7 @@ pub fn f7(x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tenso
     (v1.clone(), v0.clone(), hs)
 }
 
-#[janus(min_ops = 1)]
+#[janus(min_ops = 1, max_variants = 1)]
 pub fn f8(x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tensor, Vec<Tensor>) {
     let mut hs: Vec<Tensor> = Vec::new();
     let mut v0 = (x * s).tanh();
@@ -333,7 +333,7 @@ pub fn f10(x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tens
     (v0.clone(), v1.clone(), hs)
 }
 
-#[janus(min_ops = 1)]
+#[janus(min_ops = 1, max_variants = 1)]
 pub fn f11(x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tensor, Vec<Tensor>) {
     let mut hs: Vec<Tensor> = Vec::new();
     let mut v0 = (x * s).tanh();
@@ -394,7 +394,7 @@ pub fn f13(x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tens
     (v1.clone(), v0.clone(), hs)
 }
 
-#[janus(min_ops = 1)]
+#[janus(min_ops = 1, max_variants = 1)]
 pub fn f14(x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tensor, Vec<Tensor>) {
     let mut hs: Vec<Tensor> = Vec::new();
     let mut v0 = (x * s).tanh();

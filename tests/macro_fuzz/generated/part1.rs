@@ -19,7 +19,7 @@ pub fn f16(x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tens
     (v0.clone(), v2.clone(), hs)
 }
 
-#[janus(min_ops = 1)]
+#[janus(min_ops = 1, max_variants = 1)]
 pub fn f17(x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tensor, Vec<Tensor>) {
     let mut hs: Vec<Tensor> = Vec::new();
     let mut v0 = (x * s).tanh();
@@ -105,7 +105,7 @@ pub fn f19(x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tens
     (v1.clone(), v0.clone(), hs)
 }
 
-#[janus(min_ops = 1)]
+#[janus(min_ops = 1, max_variants = 1)]
 pub fn f20(x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tensor, Vec<Tensor>) {
     let mut hs: Vec<Tensor> = Vec::new();
     let mut v0 = (x * s).tanh();
@@ -152,7 +152,7 @@ pub fn f22(x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tens
     (v0.clone(), v2.clone(), hs)
 }
 
-#[janus(min_ops = 1)]
+#[janus(min_ops = 1, max_variants = 1)]
 pub fn f23(x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tensor, Vec<Tensor>) {
     let mut hs: Vec<Tensor> = Vec::new();
     let mut v0 = (x * s).tanh();
@@ -252,7 +252,7 @@ pub fn f25(x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tens
     (v0.clone(), v4.clone(), hs)
 }
 
-#[janus(min_ops = 1)]
+#[janus(min_ops = 1, max_variants = 1)]
 pub fn f26(x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tensor, Vec<Tensor>) {
     let mut hs: Vec<Tensor> = Vec::new();
     let mut v0 = (x * s).tanh();
@@ -335,7 +335,7 @@ pub fn f28(x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tens
     (v1.clone(), v0.clone(), hs)
 }
 
-#[janus(min_ops = 1, dynamic(s))]
+#[janus(min_ops = 1, max_variants = 1, dynamic(s))]
 pub fn f29(x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tensor, Vec<Tensor>) {
     let mut hs: Vec<Tensor> = Vec::new();
     let mut v0 = (x * s).tanh();

@@ -4,7 +4,7 @@
 use super::super::{P, bump, decay, mix, pair};
 use janus::prelude::*;
 
-#[janus(min_ops = 1)]
+#[janus(min_ops = 1, max_variants = 1)]
 pub fn f32(x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tensor, Vec<Tensor>) {
     let mut hs: Vec<Tensor> = Vec::new();
     let mut v0 = (x * s).tanh();
@@ -68,7 +68,7 @@ pub fn f34(x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tens
     (v0.clone(), v1.clone(), hs)
 }
 
-#[janus(min_ops = 1)]
+#[janus(min_ops = 1, max_variants = 1)]
 pub fn f35(x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tensor, Vec<Tensor>) {
     let mut hs: Vec<Tensor> = Vec::new();
     let mut v0 = (x * s).tanh();
@@ -144,7 +144,7 @@ pub fn f37(x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tens
     (v1.clone(), v0.clone(), hs)
 }
 
-#[janus(min_ops = 1)]
+#[janus(min_ops = 1, max_variants = 1)]
 pub fn f38(x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tensor, Vec<Tensor>) {
     let mut hs: Vec<Tensor> = Vec::new();
     let mut v0 = (x * s).tanh();
@@ -228,7 +228,7 @@ pub fn f40(x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tens
     (v0.clone(), v1.clone(), hs)
 }
 
-#[janus(min_ops = 1)]
+#[janus(min_ops = 1, max_variants = 1)]
 pub fn f41(x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tensor, Vec<Tensor>) {
     let mut hs: Vec<Tensor> = Vec::new();
     let mut v0 = (x * s).tanh();
@@ -338,7 +338,7 @@ pub fn f43(x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tens
     (v0.clone(), v0.clone(), hs)
 }
 
-#[janus(min_ops = 1)]
+#[janus(min_ops = 1, max_variants = 1)]
 pub fn f44(x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tensor, Vec<Tensor>) {
     let mut hs: Vec<Tensor> = Vec::new();
     let mut v0 = (x * s).tanh();
@@ -407,7 +407,7 @@ pub fn f46(x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tens
     (v1.clone(), v0.clone(), hs)
 }
 
-#[janus(min_ops = 1, dynamic(s))]
+#[janus(min_ops = 1, max_variants = 1, dynamic(s))]
 pub fn f47(x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tensor, Vec<Tensor>) {
     let mut hs: Vec<Tensor> = Vec::new();
     let mut v0 = (x * s).tanh();

@@ -47,7 +47,7 @@ pub fn f49(x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tens
     (v1.clone(), v0.clone(), hs)
 }
 
-#[janus(min_ops = 1)]
+#[janus(min_ops = 1, max_variants = 1)]
 pub fn f50(x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tensor, Vec<Tensor>) {
     let mut hs: Vec<Tensor> = Vec::new();
     let mut v0 = (x * s).tanh();
@@ -114,7 +114,7 @@ pub fn f52(x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tens
     (v1.clone(), v0.clone(), hs)
 }
 
-#[janus(min_ops = 1)]
+#[janus(min_ops = 1, max_variants = 1)]
 pub fn f53(x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tensor, Vec<Tensor>) {
     let mut hs: Vec<Tensor> = Vec::new();
     let mut v0 = (x * s).tanh();
@@ -179,7 +179,7 @@ pub fn f55(x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tens
     (v0.clone(), v0.clone(), hs)
 }
 
-#[janus(min_ops = 1)]
+#[janus(min_ops = 1, max_variants = 1)]
 pub fn f56(x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tensor, Vec<Tensor>) {
     let mut hs: Vec<Tensor> = Vec::new();
     let mut v0 = (x * s).tanh();
@@ -244,7 +244,7 @@ pub fn f58(x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tens
     (v0.clone(), v1.clone(), hs)
 }
 
-#[janus(min_ops = 1)]
+#[janus(min_ops = 1, max_variants = 1)]
 pub fn f59(x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tensor, Vec<Tensor>) {
     let mut hs: Vec<Tensor> = Vec::new();
     let mut v0 = (x * s).tanh();
@@ -309,7 +309,7 @@ pub fn f61(x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tens
     (v0.clone(), v0.clone(), hs)
 }
 
-#[janus(min_ops = 1)]
+#[janus(min_ops = 1, max_variants = 1)]
 pub fn f62(x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tensor, Vec<Tensor>) {
     let mut hs: Vec<Tensor> = Vec::new();
     let mut v0 = (x * s).tanh();

@@ -22,7 +22,7 @@ pub fn f64(x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tens
     (v0.clone(), v1.clone(), hs)
 }
 
-#[janus(min_ops = 1)]
+#[janus(min_ops = 1, max_variants = 1)]
 pub fn f65(x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tensor, Vec<Tensor>) {
     let mut hs: Vec<Tensor> = Vec::new();
     let mut v0 = (x * s).tanh();
@@ -106,7 +106,7 @@ pub fn f67(x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tens
     (v3.clone(), v0.clone(), hs)
 }
 
-#[janus(min_ops = 1)]
+#[janus(min_ops = 1, max_variants = 1)]
 pub fn f68(x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tensor, Vec<Tensor>) {
     let mut hs: Vec<Tensor> = Vec::new();
     let mut v0 = (x * s).tanh();
@@ -160,7 +160,7 @@ pub fn f70(x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tens
     (v0.clone(), v0.clone(), hs)
 }
 
-#[janus(min_ops = 1)]
+#[janus(min_ops = 1, max_variants = 1)]
 pub fn f71(x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tensor, Vec<Tensor>) {
     let mut hs: Vec<Tensor> = Vec::new();
     let mut v0 = (x * s).tanh();
@@ -243,7 +243,7 @@ pub fn f73(x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tens
     (v2.clone(), v1.clone(), hs)
 }
 
-#[janus(min_ops = 1)]
+#[janus(min_ops = 1, max_variants = 1)]
 pub fn f74(x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tensor, Vec<Tensor>) {
     let mut hs: Vec<Tensor> = Vec::new();
     let mut v0 = (x * s).tanh();
@@ -313,7 +313,7 @@ pub fn f76(x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tens
     (v0.clone(), v4.clone(), hs)
 }
 
-#[janus(min_ops = 1, dynamic(s))]
+#[janus(min_ops = 1, max_variants = 1, dynamic(s))]
 pub fn f77(x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tensor, Vec<Tensor>) {
     let mut hs: Vec<Tensor> = Vec::new();
     let mut v0 = (x * s).tanh();
