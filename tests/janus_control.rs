@@ -272,3 +272,26 @@ fn generic_function_caches_do_not_cross_types() {
     assert_eq!(f.len(), 1);
     assert_eq!(f[0].variants, 2, "{}", janus::explain());
 }
+
+/// A staged loop whose unrolled recording would be too large to compile.
+#[janus]
+fn count_up(x: &Tensor, n: usize) -> Tensor {
+    let mut h = x.tanh();
+    for _ in 0..n {
+        h = &h + 1.0;
+    }
+    h * 0.5
+}
+
+#[test]
+fn an_unrolled_loop_too_large_to_compile_runs_its_statements() {
+    let x = Tensor::from_vec(vec![0.25f64, -0.5], [2]);
+    let n = 210_000; // one node per trip: past the 200,000-node limit
+    let want = janus::with_mode(Mode::Eager, || count_up(&x, n));
+    for _ in 0..3 {
+        assert!(close(&count_up(&x, n), &want));
+    }
+    let whole = janus::stats().function("count_up").find(|f| f.name == "count_up#1").cloned().unwrap();
+    assert_eq!(whole.variants, 0, "{}", janus::explain());
+    assert!(whole.eager.keys().any(|r| r.contains("recording too large to compile")), "{}", janus::explain());
+}
