@@ -222,3 +222,22 @@ fn past_the_variant_limit_a_staged_loop_runs_its_body_as_a_cached_graph_per_trip
     // ones replayed the body's graph.
     assert_eq!((body.variants, body.hits), (1, 34), "{}", janus::explain());
 }
+
+lstm_forward!(lstm_forward_checked,);
+
+#[test]
+fn check_mode_checks_an_unrolled_loop_once_against_purely_eager_statements() {
+    let (m, xs) = small_lstm(7, 6);
+    let want = janus::with_mode(Mode::Eager, || lstm_forward_checked(&m, &xs));
+    for _ in 0..5 {
+        let got = janus::with_mode(Mode::Check, || lstm_forward_checked(&m, &xs));
+        assert!(max_err(&got, &want) < 1e-5);
+    }
+    let s = janus::stats();
+    let find = |name: &str| s.function("lstm_forward_checked").find(|f| f.name == name).cloned().unwrap();
+    let (whole, body) = (find("lstm_forward_checked#1"), find("lstm_forward_checked#0"));
+    assert_eq!(whole.checks, 3, "two recordings, then three checked replays: {}", janus::explain());
+    // Inside a checked block the body runs plainly: the check compares against eager code.
+    assert_eq!(body.eager.get("checked as part of an enclosing block"), Some(&18), "{}", janus::explain());
+    assert_eq!((body.hits, body.checks), (0, 0), "{}", janus::explain());
+}

@@ -113,7 +113,34 @@ pub struct Scope {
 enum ScopeKind {
     Plain,
     Recording { variant: Arc<Variant>, guard: RecordingGuard, leaves: Vec<Tensor> },
-    Check { key: u64, replayed: Vec<Tensor> },
+    Check { key: u64, replayed: Vec<Tensor>, _running: Checking },
+}
+
+thread_local! {
+    /// How many checked blocks are running their statements on this thread.
+    static CHECKING: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// Marks a checked block's statements as running (until dropped, panics included): blocks
+/// inside them, such as a staged loop's body, then run plainly, so the check compares the
+/// replay with purely eager results (and check mode does not check the same work twice).
+struct Checking;
+
+impl Checking {
+    fn start() -> Checking {
+        CHECKING.with(|c| c.set(c.get() + 1));
+        Checking
+    }
+
+    fn active() -> bool {
+        CHECKING.with(|c| c.get() > 0)
+    }
+}
+
+impl Drop for Checking {
+    fn drop(&mut self) {
+        CHECKING.with(|c| c.set(c.get() - 1));
+    }
 }
 
 impl Fragment {
@@ -160,6 +187,9 @@ impl Fragment {
         if trace::is_recording() {
             return plain("recorded inline by an enclosing graph");
         }
+        if Checking::active() {
+            return plain("checked as part of an enclosing block");
+        }
         if let Some(why) = st.opaque.get() {
             return plain(why);
         }
@@ -186,7 +216,8 @@ impl Fragment {
                 let replayed = staged.compiled.replay(&key::distinct(leaves));
                 crate::random::set_stream_position(pos.0, pos.1);
                 Counters::bump(&st.counters.checks);
-                return Enter::Body(Scope { frag: self, kind: ScopeKind::Check { key: fp, replayed } });
+                let kind = ScopeKind::Check { key: fp, replayed, _running: Checking::start() };
+                return Enter::Body(Scope { frag: self, kind });
             }
             let tensors = staged.compiled.replay(&key::distinct(leaves)).into();
             return Enter::Replay(Replayed {
@@ -398,7 +429,7 @@ impl Scope {
                     Err(why) => frag.unstageable(&variant, why.to_string()),
                 }
             }
-            ScopeKind::Check { key, replayed } => {
+            ScopeKind::Check { key, replayed, .. } => {
                 let outs: Vec<(&'static str, &Tensor)> =
                     outputs.iter().flat_map(|p| p.leaves.iter().map(move |t| (p.name, t))).collect();
                 for (k, ((name, want), got)) in outs.iter().zip(&replayed).enumerate() {
