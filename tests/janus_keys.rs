@@ -328,3 +328,26 @@ fn host_fields_of_a_module_key_the_cache_including_loop_trip_counts() {
     assert_eq!(f.variants, 6, "one graph per (depth, scale)");
     assert!(f.hits >= 6, "{} hits", f.hits);
 }
+
+#[janus(min_ops = 1, max_variants = 1)]
+fn one_variant(x: &Tensor) -> Tensor {
+    let y = x.tanh() * x.square();
+    y
+}
+
+#[test]
+fn the_variant_limit_names_what_changed_when_no_input_did() {
+    let x = Tensor::from_vec(vec![0.3f64, -0.7], [2]).requires_grad();
+    for _ in 0..3 {
+        no_grad(|| one_variant(&x));
+    }
+    let want = janus::with_mode(Mode::Eager, || one_variant(&x));
+    let y = one_variant(&x); // needs gradients: a new key, past the limit
+    assert!(close(&y, &want) && y.needs_grad());
+    let f = &frag("one_variant")[0];
+    assert!(
+        f.eager.keys().any(|r| r.contains("variant limit (1) reached: inputs as before, but grad flags")),
+        "{}",
+        janus::explain()
+    );
+}

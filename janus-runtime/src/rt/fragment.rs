@@ -270,7 +270,10 @@ impl Fragment {
                     "variant limit ({}) reached: `{name}` differs between calls (mark a scalar dynamic(..), or bucket/pad shapes)",
                     self.site.max_variants
                 ),
-                None => format!("variant limit ({}) reached", self.site.max_variants),
+                None => format!(
+                    "variant limit ({}) reached: inputs as before, but grad flags, aliasing, the mode or generic types differ",
+                    self.site.max_variants
+                ),
             });
         }
         st.keys.fetch_add(1, Ordering::Relaxed);
