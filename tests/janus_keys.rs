@@ -351,3 +351,19 @@ fn the_variant_limit_names_what_changed_when_no_input_did() {
         janus::explain()
     );
 }
+
+#[janus(min_ops = 1)]
+fn shifted(x: &Tensor, k: i64) -> Tensor {
+    let y = (x + k as f64).tanh() * 2.0;
+    y
+}
+
+#[test]
+fn negative_and_non_negative_integers_are_different_keys() {
+    let x = Tensor::from_vec(vec![0.5f64, -0.25], [2]);
+    // -1 and 0, -2 and 1 once shared a key word (the high half of the i128 folded in).
+    for k in [0, 0, 0, -1, -1, 1, -2, -2, 1] {
+        let want = janus::with_mode(Mode::Eager, || shifted(&x, k));
+        assert!(close(&shifted(&x, k), &want), "k = {k}");
+    }
+}

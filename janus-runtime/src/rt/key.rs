@@ -60,7 +60,11 @@ pub(crate) type BuildFx = std::hash::BuildHasherDefault<FxHasher>;
 
 fn const_words(c: &ConstLeaf, w: &mut Vec<u64>) {
     let (tag, v) = match *c {
-        ConstLeaf::Int(x) => (1, x as u64 ^ ((x >> 64) as u64).rotate_left(17)),
+        // Both halves of the i128, so no two integers share a key.
+        ConstLeaf::Int(x) => {
+            w.extend([1, x as u64, (x >> 64) as u64]);
+            return;
+        }
         ConstLeaf::Bool(b) => (2, b as u64),
         ConstLeaf::F32(b) => (3, b as u64),
         ConstLeaf::F64(b) => (4, b),
