@@ -88,36 +88,6 @@ pub(crate) fn mentioned(tokens: proc_macro2::TokenStream, out: &mut HashSet<Stri
     }
 }
 
-/// Backward liveness over one statement: the names live before `s` given those live after it.
-/// A `let` or a plain assignment to a local kills the names it binds; everything else a
-/// statement mentions is a use (over-approximating for macros and nested blocks).
-pub(crate) fn live_before(s: &Stmt, after: &HashSet<String>) -> HashSet<String> {
-    let mut live = after.clone();
-    let mut uses = HashSet::new();
-    match s {
-        Stmt::Local(l) => {
-            for n in pattern_names(&l.pat) {
-                live.remove(&n.to_string());
-            }
-            if let Some(init) = &l.init {
-                mentioned(init.expr.to_token_stream(), &mut uses);
-                if let Some((_, els)) = &init.diverge {
-                    mentioned(els.to_token_stream(), &mut uses);
-                }
-            }
-        }
-        Stmt::Expr(Expr::Assign(a), _) if matches!(&*a.left, Expr::Path(p) if p.path.segments.len() == 1) => {
-            if let Expr::Path(p) = &*a.left {
-                live.remove(&p.path.segments[0].ident.to_string());
-            }
-            mentioned(a.right.to_token_stream(), &mut uses);
-        }
-        s => mentioned(s.to_token_stream(), &mut uses),
-    }
-    live.extend(uses);
-    live
-}
-
 /// How a statement is treated.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Kind {

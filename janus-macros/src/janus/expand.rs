@@ -2,7 +2,7 @@
 //! host statements); each static run with work in it becomes a fragment dispatch around the
 //! original statements (DESIGN §5), which appear once, verbatim.
 
-use super::analyze::{Env, Kind, Place, classify, live_before, mentioned, pattern_names, run_info};
+use super::analyze::{Env, Kind, Place, classify, mentioned, pattern_names, run_info};
 use super::options::Options;
 use proc_macro2::{Span, TokenStream};
 use quote::{ToTokens, format_ident, quote, quote_spanned};
@@ -107,23 +107,19 @@ fn block(b: &mut Block, parent: &Env, ctx: &mut Ctx) {
         Some(Stmt::Expr(_, None)) => stmts.pop(),
         _ => None,
     };
-    // Names live before statement i (the tail counts as a use at the end).
+    // Names mentioned from statement i on (the tail included): what a run must leave bound.
+    // This over-approximates liveness on purpose: a binding a run defines must also survive it
+    // when a later statement only assigns it (`let mut v = a; ..; v = b;`): its value is dead,
+    // but the name must exist.
     let mut used_from: Vec<HashSet<String>> = vec![HashSet::new(); stmts.len() + 1];
     if let Some(t) = &tail {
         mentioned(t.to_token_stream(), &mut used_from[stmts.len()]);
     }
     for i in (0..stmts.len()).rev() {
-        used_from[i] = live_before(&stmts[i], &used_from[i + 1]);
+        let mut here = used_from[i + 1].clone();
+        mentioned(stmts[i].to_token_stream(), &mut here);
+        used_from[i] = here;
     }
-    // A binding a run defines must also survive it when a later statement only assigns it
-    // (`let mut v = a; ..; v = b;`): its value is dead, but the name must exist.
-    let mut mentioned_from = used_from.clone();
-    for i in (0..stmts.len()).rev() {
-        let later = mentioned_from[i + 1].clone();
-        mentioned(stmts[i].to_token_stream(), &mut mentioned_from[i]);
-        mentioned_from[i].extend(later);
-    }
-    let used_from = mentioned_from;
     let mut out: Vec<Stmt> = Vec::new();
     // The run as written (what the analysis reads) and as emitted (staged loops carry their
     // partitioned bodies).
