@@ -109,3 +109,21 @@ fn inputs_unreached_by_the_cotangents_get_no_gradient() {
         assert!(grads.get(&x).is_some() && grads.get(&y).is_some(), "call {call}");
     }
 }
+
+#[test]
+fn ops_on_two_large_constants_compile() {
+    // Folding stops at 65,536 elements, so `zeros * 2.0` and `full > 0.5` reach fusion with
+    // both operands constant.
+    let f = |x: &[Tensor]| {
+        let big = Tensor::zeros_dtype([300, 300], DType::F64) * 2.0;
+        let mask = Tensor::full_dtype([300, 300], 0.75, DType::F64).gt_scalar(0.5).to_dtype(DType::F64);
+        vec![(big + mask) * &x[0]]
+    };
+    let x = [Tensor::full_dtype([300, 300], 3.0, DType::F64)];
+    let want = f(&x);
+    let traced = trace(f);
+    for _ in 0..3 {
+        assert!(max_rel(&traced.run(&x)[0], &want[0]) == 0.0);
+    }
+    assert!(traced.compiled().is_some());
+}

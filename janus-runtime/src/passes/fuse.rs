@@ -325,6 +325,19 @@ impl Regs {
     }
 }
 
+/// Per operand of a fused member, the scalar it is when it becomes an instruction constant: a
+/// binary op's fill operand, at most one of the two (folding skips constants over its size
+/// limit, so both can be fills; the left one is then loaded).
+fn const_operands(g: &Graph, node: &Node) -> SmallVec<[Option<f64>; 3]> {
+    let binary = node.op.as_op().is_some_and(|op| binary_fn(op).is_some());
+    let mut consts: SmallVec<[Option<f64>; 3]> =
+        node.inputs.iter().map(|a| if binary { scalar_fill(g, *a) } else { None }).collect();
+    if consts.len() == 2 && consts.iter().all(Option::is_some) {
+        consts[0] = None;
+    }
+    consts
+}
+
 fn emit_group(r: &mut Rewriter<'_>, members: &[usize], dtype: DType, escapes: &[bool]) {
     let g = r.old;
     let set: HashSet<usize> = members.iter().copied().collect();
@@ -332,11 +345,11 @@ fn emit_group(r: &mut Rewriter<'_>, members: &[usize], dtype: DType, escapes: &[
     // How many reads of each value remain inside the group (to free registers).
     let mut reads: HashMap<usize, usize> = HashMap::new();
     for &m in members {
+        let consts = const_operands(g, &g.nodes[m]);
         for (k, a) in g.nodes[m].inputs.iter().enumerate() {
-            if binary_fn(g.nodes[m].op.as_op().unwrap()).is_some() && scalar_fill(g, *a).is_some() && k < 2 {
-                continue; // becomes an instruction constant
+            if consts[k].is_none() {
+                *reads.entry(a.index()).or_default() += 1;
             }
-            *reads.entry(a.index()).or_default() += 1;
         }
     }
     let mut regs = Regs { free: Vec::new(), count: 0 };
@@ -365,11 +378,7 @@ fn emit_group(r: &mut Rewriter<'_>, members: &[usize], dtype: DType, escapes: &[
             reg_of.insert(a.index(), reg);
             reg
         };
-        let consts: SmallVec<[Option<f64>; 3]> = node
-            .inputs
-            .iter()
-            .map(|a| if binary_fn(op).is_some() { scalar_fill(g, *a) } else { None })
-            .collect();
+        let consts = const_operands(g, node);
         let mut srcs: SmallVec<[Reg; 3]> = SmallVec::new();
         for (k, a) in node.inputs.iter().enumerate() {
             if consts[k].is_none() {
@@ -388,7 +397,7 @@ fn emit_group(r: &mut Rewriter<'_>, members: &[usize], dtype: DType, escapes: &[
                     (Some(c), None) => {
                         Instr::BinaryConst { dst: d, f, a: srcs[0], c: c.to_bits(), const_left: true }
                     }
-                    (Some(_), Some(_)) => unreachable!("constant folding removes ops on two constants"),
+                    (Some(_), Some(_)) => unreachable!("one of two constant operands is loaded"),
                 },
                 (_, _, Op::Where) => Instr::Select { dst: d, c: srcs[0], a: srcs[1], b: srcs[2] },
                 // bool -> float: 0/1 registers already are the values; NonZero copies them.
@@ -409,7 +418,7 @@ fn emit_group(r: &mut Rewriter<'_>, members: &[usize], dtype: DType, escapes: &[
             let left = reads.get_mut(&a.index()).unwrap();
             *left -= 1;
             let keep = *left > 0 || (set.contains(&a.index()) && escapes[a.index()]);
-            if !keep && !node.inputs[..k].contains(a) {
+            if !keep {
                 regs.free.push(reg_of[&a.index()]);
             }
         }
