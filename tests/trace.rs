@@ -127,3 +127,25 @@ fn ops_on_two_large_constants_compile() {
     }
     assert!(traced.compiled().is_some());
 }
+
+#[test]
+fn large_i64_constants_keep_their_exact_values() {
+    // Past 2^53 neighbouring i64 values share an f64: folding must not round a folded fill,
+    // and CSE must not merge two constants that differ only there.
+    let big = 1i64 << 53;
+    let f = move |x: &[Tensor]| {
+        let fill = Tensor::from_vec(vec![big + 1; 4], [4]) * 1.0; // folds to a uniform value
+        let a = Tensor::from_vec(vec![big + 1, big + 3], [2]);
+        let b = Tensor::from_vec(vec![big, big + 4], [2]);
+        vec![fill + &x[0], a, b]
+    };
+    let x = [Tensor::from_vec(vec![0i64, 1, 2, 3], [4])];
+    let traced = trace(f);
+    for _ in 0..3 {
+        let out = traced.run(&x);
+        assert_eq!(out[0].to_vec::<i64>(), [big + 1, big + 2, big + 3, big + 4]);
+        assert_eq!(out[1].to_vec::<i64>(), [big + 1, big + 3]);
+        assert_eq!(out[2].to_vec::<i64>(), [big, big + 4]);
+    }
+    assert!(traced.compiled().is_some());
+}

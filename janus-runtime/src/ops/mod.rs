@@ -89,8 +89,12 @@ impl std::hash::Hash for Constant {
     }
 }
 
+/// Each element's exact bits (`i64` natively: not every one survives a trip through `f64`).
 fn bits_of(b: &janus_kernels::CpuBuffer) -> Vec<u64> {
-    (0..b.len()).map(|i| b.get_f64(i).to_bits()).collect()
+    match b.as_slice::<i64>() {
+        Some(v) => v.iter().map(|&x| x as u64).collect(),
+        None => (0..b.len()).map(|i| b.get_f64(i).to_bits()).collect(),
+    }
 }
 
 /// Random fills; their single input is the stream state `i64[2] = (key, counter)`.

@@ -3,6 +3,7 @@
 //! every element is equal.
 
 use super::{PassStats, Rewriter};
+use crate::DType;
 use crate::graph::{Graph, Node, NodeOp};
 use crate::ops::{Constant, F64Bits, Full, Op, eval};
 use crate::tensor::Tensor;
@@ -19,10 +20,20 @@ fn is_source(op: &Op) -> bool {
 /// The node replacing a folded value: a fill when all elements are equal, else literal data.
 fn constant_node(t: &Tensor, span: Option<&'static std::panic::Location<'static>>) -> Node {
     let ty = crate::ops::TensorType { shape: t.shape().clone(), dtype: t.dtype() };
-    let vals = t.to_vec::<f64>();
-    let uniform = vals.first().filter(|v| vals.iter().all(|x| x.to_bits() == v.to_bits()));
+    // A fill stores its value as an `f64`: `i64` values are compared natively and must survive
+    // the round trip.
+    let uniform = if t.dtype() == DType::I64 {
+        let vals = t.to_vec::<i64>();
+        vals.first()
+            .copied()
+            .filter(|&v| vals.iter().all(|&x| x == v) && (v as f64) as i64 == v)
+            .map(|v| v as f64)
+    } else {
+        let vals = t.to_vec::<f64>();
+        vals.first().copied().filter(|v| vals.iter().all(|x| x.to_bits() == v.to_bits()))
+    };
     let op = match uniform {
-        Some(&v) => Op::Full(Full { shape: ty.shape.clone(), dtype: ty.dtype, value: F64Bits::new(v) }),
+        Some(v) => Op::Full(Full { shape: ty.shape.clone(), dtype: ty.dtype, value: F64Bits::new(v) }),
         None => {
             let buf = janus_kernels::with_any_type!(t.dtype(), T => {
                 janus_kernels::buffer::Stored::wrap(t.contiguous_slice::<T>().into_owned())
