@@ -134,7 +134,7 @@ fn drive<O: Send>(out: &mut [O], min_par: usize, work: impl Fn(Range<usize>, &mu
         work(0..n, out);
         return;
     }
-    let tasks = (n / (min_par / 2)).clamp(2, 4 * rayon::current_num_threads());
+    let tasks = (n / (min_par / 2).max(1)).clamp(2, 4 * rayon::current_num_threads());
     let chunk = n.div_ceil(tasks);
     out.par_chunks_mut(chunk).enumerate().for_each(|(i, c)| {
         let start = i * chunk;
@@ -325,6 +325,14 @@ mod tests {
         // a is a row [1,3] broadcast over 2 rows; b is a column [2,1] broadcast over 3 columns.
         map2(&[2, 3], Src::new(&a, &[0, 1], 0), Src::new(&b, &[1, 0], 0), &mut out, 4, |x, y| x + y);
         assert_eq!(out, [11.0, 12.0, 13.0, 21.0, 22.0, 23.0]);
+    }
+
+    #[test]
+    fn a_parallel_threshold_of_one_still_splits() {
+        let data: Vec<f32> = (0..64).map(|i| i as f32).collect();
+        let mut out = vec![0.0f32; 64];
+        map1(&[64], Src::new(&data, &[1], 0), &mut out, 1, |x| x * 2.0);
+        assert!(out.iter().zip(&data).all(|(o, d)| *o == 2.0 * d));
     }
 
     #[test]
