@@ -383,8 +383,10 @@ impl Fragment {
 
     pub(crate) fn reset(&'static self) {
         let st = self.state();
-        st.variants.write().unwrap().clear();
-        st.keys.store(0, Ordering::Relaxed);
+        let mut variants = st.variants.write().unwrap();
+        variants.clear();
+        st.keys.store(0, Ordering::Relaxed); // under the lock, so no insert sees a stale count
+        drop(variants);
         st.counters.clear();
     }
 }

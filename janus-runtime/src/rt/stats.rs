@@ -24,7 +24,11 @@ impl Counters {
     }
 
     pub(crate) fn eager(&self, reason: &str) {
-        *self.eager.lock().unwrap().entry(reason.to_string()).or_default() += 1;
+        let mut m = self.eager.lock().unwrap();
+        match m.get_mut(reason) {
+            Some(n) => *n += 1, // no allocation once a reason is known
+            None => _ = m.insert(reason.to_string(), 1),
+        }
     }
 
     pub(crate) fn clear(&self) {
@@ -90,6 +94,8 @@ pub fn stats() -> Stats {
 }
 
 /// Forgets every compiled graph and statistic, so the next calls profile and compile afresh.
+/// A block found to be always eager (an input or output type that cannot be staged, or too
+/// few ops under `min_ops`) stays so: that is a property of its code.
 pub fn reset_caches() {
     for f in fragments() {
         f.reset();
