@@ -307,8 +307,11 @@ fn bit<T: Float>(b: bool) -> T {
     if b { T::ONE } else { T::ZERO }
 }
 
+/// `f` applied to one element: the single definition of each unary function, shared by fused
+/// programs and eager kernels so both give bit-identical results. Inlined, so a constant `f`
+/// leaves no `match` in a caller's loop.
 #[inline(always)]
-fn unary<T: Float>(f: FUnary, x: T) -> T {
+pub fn unary<T: Float>(f: FUnary, x: T) -> T {
     match f {
         FUnary::Neg => -x,
         FUnary::Exp => x.fast_exp(),

@@ -242,8 +242,7 @@ fn is_static_loop(f: &syn::ExprForLoop, env: &Env) -> bool {
         inner.declare(n.to_string());
     }
     f.body.stmts.iter().all(|s| {
-        let static_stmt =
-            !matches!(s, Stmt::Local(l) if closure_def(l)) && classify(s, &inner) == Kind::Static;
+        let static_stmt = classify(s, &inner) == Kind::Static; // closure definitions are not
         if let Stmt::Local(l) = s {
             for n in pattern_names(&l.pat) {
                 inner.declare(n.to_string());

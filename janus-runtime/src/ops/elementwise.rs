@@ -7,6 +7,7 @@ use crate::error::bail;
 use crate::shape::{Shape, Strides, broadcast_shapes};
 use crate::tensor::{Data, Tensor};
 use janus_kernels::buffer::Stored;
+use janus_kernels::fused::{self, FUnary};
 use janus_kernels::strided::{PARALLEL_MIN_ELEMS, Src, map1, map2, map3};
 use janus_kernels::{Element, Float, with_any_type, with_float_type};
 
@@ -244,35 +245,42 @@ fn finish<T: Stored>(out: Vec<T>, shape: &Shape) -> Data {
     Data::contiguous(T::wrap(out), shape)
 }
 
+impl From<UnaryOp> for FUnary {
+    fn from(u: UnaryOp) -> FUnary {
+        match u {
+            UnaryOp::Neg => FUnary::Neg,
+            UnaryOp::Exp => FUnary::Exp,
+            UnaryOp::Log => FUnary::Log,
+            UnaryOp::Sqrt => FUnary::Sqrt,
+            UnaryOp::Abs => FUnary::Abs,
+            UnaryOp::Tanh => FUnary::Tanh,
+            UnaryOp::Sigmoid => FUnary::Sigmoid,
+            UnaryOp::Relu => FUnary::Relu,
+            UnaryOp::Square => FUnary::Square,
+            UnaryOp::Recip => FUnary::Recip,
+            UnaryOp::Sign => FUnary::Sign,
+            UnaryOp::Not => FUnary::Not,
+        }
+    }
+}
+
+/// Float unary ops through [`fused::unary`], one loop per op (a constant function each).
 fn unary_float<T: Float>(u: UnaryOp, x: &Tensor) -> Data {
     let (shape, src) = (x.shape(), x.src::<T>());
     let mut out = vec![T::ZERO; x.numel()];
-    let zero = T::ZERO;
-    match u {
-        UnaryOp::Neg => map1(shape, src, &mut out, PARALLEL_MIN_ELEMS, |v: T| -v),
-        UnaryOp::Exp => map1(shape, src, &mut out, COSTLY_PAR, T::fast_exp),
-        UnaryOp::Log => map1(shape, src, &mut out, COSTLY_PAR, T::fast_ln),
-        UnaryOp::Sqrt => map1(shape, src, &mut out, PARALLEL_MIN_ELEMS, T::sqrt),
-        UnaryOp::Abs => map1(shape, src, &mut out, PARALLEL_MIN_ELEMS, T::abs),
-        UnaryOp::Tanh => map1(shape, src, &mut out, COSTLY_PAR, T::fast_tanh),
-        UnaryOp::Sigmoid => map1(shape, src, &mut out, COSTLY_PAR, T::fast_sigmoid),
-        // NaN stays NaN, as in PyTorch.
-        UnaryOp::Relu => {
-            map1(shape, src, &mut out, PARALLEL_MIN_ELEMS, |v: T| if v < zero { zero } else { v })
-        }
-        UnaryOp::Square => map1(shape, src, &mut out, PARALLEL_MIN_ELEMS, |v: T| v * v),
-        UnaryOp::Recip => map1(shape, src, &mut out, PARALLEL_MIN_ELEMS, |v: T| T::ONE / v),
-        UnaryOp::Sign => map1(shape, src, &mut out, PARALLEL_MIN_ELEMS, |v: T| {
-            if v > zero {
-                T::ONE
-            } else if v < zero {
-                -T::ONE
-            } else {
-                v
+    macro_rules! each {
+        ($($op:ident: $par:expr),*) => {
+            match u {
+                $(UnaryOp::$op => map1(shape, src, &mut out, $par, |v: T| fused::unary(FUnary::$op, v)),)*
+                UnaryOp::Not => unreachable!("rejected by the shape rule"),
             }
-        }),
-        UnaryOp::Not => unreachable!("rejected by the shape rule"),
+        };
     }
+    each!(
+        Neg: PARALLEL_MIN_ELEMS, Exp: COSTLY_PAR, Log: COSTLY_PAR, Sqrt: PARALLEL_MIN_ELEMS,
+        Abs: PARALLEL_MIN_ELEMS, Tanh: COSTLY_PAR, Sigmoid: COSTLY_PAR, Relu: PARALLEL_MIN_ELEMS,
+        Square: PARALLEL_MIN_ELEMS, Recip: PARALLEL_MIN_ELEMS, Sign: PARALLEL_MIN_ELEMS
+    );
     finish(out, shape)
 }
 

@@ -265,20 +265,7 @@ fn scalar_fill(g: &Graph, id: NodeId) -> Option<f64> {
 
 fn unary_fn(op: &Op) -> Option<FUnary> {
     Some(match op {
-        Op::Unary(u) => match u {
-            UnaryOp::Neg => FUnary::Neg,
-            UnaryOp::Exp => FUnary::Exp,
-            UnaryOp::Log => FUnary::Log,
-            UnaryOp::Sqrt => FUnary::Sqrt,
-            UnaryOp::Abs => FUnary::Abs,
-            UnaryOp::Tanh => FUnary::Tanh,
-            UnaryOp::Sigmoid => FUnary::Sigmoid,
-            UnaryOp::Relu => FUnary::Relu,
-            UnaryOp::Square => FUnary::Square,
-            UnaryOp::Recip => FUnary::Recip,
-            UnaryOp::Sign => FUnary::Sign,
-            UnaryOp::Not => FUnary::Not,
-        },
+        Op::Unary(u) => FUnary::from(*u),
         Op::Powf(p) => FUnary::Powf(p.exponent.get().to_bits()),
         Op::Clamp(c) => FUnary::Clamp(c.min.get().to_bits(), c.max.get().to_bits()),
         _ => return None,
