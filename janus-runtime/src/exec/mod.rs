@@ -57,7 +57,7 @@ impl Executor {
             .memos
             .iter()
             .zip(&self.memo_cache)
-            .map(|(&(k, src, _), cache)| {
+            .map(|(&(k, src), cache)| {
                 let key = inputs[k].storage_key();
                 let mut slot = cache.lock().unwrap();
                 if let Some((source, t)) = &*slot

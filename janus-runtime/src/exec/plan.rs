@@ -205,9 +205,9 @@ pub(crate) struct Lowered {
     pub(crate) reuse_after: Vec<SmallVec<[usize; 4]>>,
     /// For each node, the node owning its buffer (itself unless it is a view).
     pub(crate) roots: Vec<usize>,
-    /// Dense copies of input views (`(graph input, the viewed node, the copy's node)`), made
+    /// Dense copies of input views (`(graph input, the viewed node)`), made
     /// before the steps run and reused while the same input tensor comes back.
-    pub(crate) memos: Vec<(usize, usize, usize)>,
+    pub(crate) memos: Vec<(usize, usize)>,
 }
 
 /// Layout of a node before buffers are assigned.
@@ -241,7 +241,7 @@ pub(crate) fn lower(g: &Graph) -> Lowered {
     let mut const_of: Vec<Option<usize>> = vec![None; n];
     let mut input_of: Vec<Option<usize>> = vec![None; n];
     let mut memo_of: Vec<Option<usize>> = vec![None; n];
-    let mut memos: Vec<(usize, usize, usize)> = Vec::new();
+    let mut memos: Vec<(usize, usize)> = Vec::new();
     let own = |i: usize, shape: &Shape| Some(Layout { root: i, strides: dense(shape), offset: 0 });
     for (i, node) in g.nodes.iter().enumerate() {
         let shape = &node.ty.shape;
@@ -290,7 +290,7 @@ pub(crate) fn lower(g: &Graph) -> Lowered {
                 match input_of[lay(0).root] {
                     Some(k) => {
                         memo_of[i] = Some(memos.len());
-                        memos.push((k, arg(0), i));
+                        memos.push((k, arg(0)));
                     }
                     None => push(StepKind::Copy { x: arg(0), out: i }),
                 }

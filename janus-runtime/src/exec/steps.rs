@@ -9,7 +9,7 @@ use crate::shape::Strides;
 use janus_kernels::fused::{Input, Output};
 use janus_kernels::matmul::{MatLayout, MatmulDims, matmul};
 use janus_kernels::reduce as red;
-use janus_kernels::strided::{PARALLEL_MIN_ELEMS, Src, copy, map1};
+use janus_kernels::strided::{Src, copy};
 use janus_kernels::{Element, philox, with_any_type, with_float_type};
 use smallvec::SmallVec;
 
@@ -171,7 +171,7 @@ pub(crate) fn run_step<'a>(step: &Step, vals: &'a [Option<ValRef>], f: &Frame<'a
             with_any_type!(vo.dtype, T => {
                 // SAFETY: the result is disjoint from the operands (plan).
                 let dst = unsafe { f.dst::<T>(vo) };
-                map1(&vo.shape, result.src::<T>(), dst, PARALLEL_MIN_ELEMS, |x| x);
+                copy(&vo.shape, result.src::<T>(), dst);
             })
         }
     }
