@@ -198,7 +198,8 @@ impl Fragment {
             return plain(&format!("opaque input `{}`: {}", p.name, p.opaque.unwrap()));
         }
         let leaves = key::gather_leaves(&inputs);
-        let key = key::build(&inputs, &leaves, generics, mode);
+        let firsts = key::first_occurrences(&leaves);
+        let key = key::build(&inputs, (&leaves, &firsts), generics, mode);
         let fp = key.fingerprint();
         let variant = match self.lookup(st, fp, &key) {
             Some(v) => v,
@@ -210,16 +211,17 @@ impl Fragment {
         if let Some(staged) = variant.staged.get() {
             let n = st.counters.hits.fetch_add(1, Ordering::Relaxed) + 1;
             let every = crate::config::config().check_every;
+            let distinct = key::distinct(leaves, &firsts);
             if mode == Mode::Check || (every > 0 && n.is_multiple_of(every)) {
                 // Replay, then rewind the random stream so the statements draw the same numbers.
                 let pos = crate::random::stream_position();
-                let replayed = staged.compiled.replay(&key::distinct(leaves));
+                let replayed = staged.compiled.replay(&distinct);
                 crate::random::set_stream_position(pos.0, pos.1);
                 Counters::bump(&st.counters.checks);
                 let kind = ScopeKind::Check { key: fp, replayed, _running: Checking::start() };
                 return Enter::Body(Scope { frag: self, kind });
             }
-            let tensors = staged.compiled.replay(&key::distinct(leaves)).into();
+            let tensors = staged.compiled.replay(&distinct).into();
             return Enter::Replay(Replayed {
                 tensors,
                 consts: staged.consts.iter().copied().collect::<VecDeque<_>>(),
@@ -338,7 +340,7 @@ impl Fragment {
             return;
         }
         let t0 = Instant::now();
-        let distinct = key::distinct(leaves.to_vec());
+        let distinct = key::distinct(leaves.to_vec(), &key::first_occurrences(leaves));
         let mut needs: Vec<bool> = distinct.iter().map(|t| t.needs_grad() && is_grad_enabled()).collect();
         needs.resize(rec.graph.inputs.len(), false);
         let name = self.name();

@@ -102,10 +102,10 @@ pub(crate) fn gather_leaves(inputs: &[Probed]) -> Vec<Tensor> {
     leaves
 }
 
-/// Builds the key of a call.
+/// Builds the key of a call; `firsts` are the leaves' [`first_occurrences`].
 pub(crate) fn build(
     inputs: &[Probed],
-    leaves: &[Tensor],
+    (leaves, firsts): (&[Tensor], &[usize]),
     generics: &[&'static str],
     mode: super::Mode,
 ) -> Key {
@@ -131,8 +131,7 @@ pub(crate) fn build(
         }
     }
     // Leaf types and alias classes (the position of each leaf's first occurrence).
-    let firsts = first_occurrences(leaves);
-    for (t, first) in leaves.iter().zip(firsts) {
+    for (t, &first) in leaves.iter().zip(firsts) {
         leaf_words(t, &mut words);
         words.push(first as u64);
     }
@@ -141,7 +140,7 @@ pub(crate) fn build(
 
 /// For each leaf, the position of the first leaf that is the same tensor. A linear scan for the
 /// few leaves of a typical block (cheaper than hashing on the hit path), a map beyond that.
-fn first_occurrences(leaves: &[Tensor]) -> Vec<usize> {
+pub(crate) fn first_occurrences(leaves: &[Tensor]) -> Vec<usize> {
     if leaves.len() <= 32 {
         return (0..leaves.len())
             .map(|k| leaves[..k].iter().position(|u| u.id() == leaves[k].id()).unwrap_or(k))
@@ -152,10 +151,9 @@ fn first_occurrences(leaves: &[Tensor]) -> Vec<usize> {
 }
 
 /// The leaves to pass to an executor: each distinct tensor once (aliases share a graph input).
-pub(crate) fn distinct(leaves: Vec<Tensor>) -> Vec<Tensor> {
-    let firsts = first_occurrences(&leaves);
+pub(crate) fn distinct(leaves: Vec<Tensor>, firsts: &[usize]) -> Vec<Tensor> {
     if firsts.iter().enumerate().all(|(k, &f)| k == f) {
         return leaves;
     }
-    leaves.into_iter().zip(firsts).enumerate().filter(|&(k, (_, f))| k == f).map(|(_, (t, _))| t).collect()
+    leaves.into_iter().zip(firsts).enumerate().filter(|&(k, (_, &f))| k == f).map(|(_, (t, _))| t).collect()
 }
