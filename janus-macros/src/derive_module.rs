@@ -96,7 +96,8 @@ pub(crate) fn expand(input: &DeriveInput) -> syn::Result<TokenStream> {
     })
 }
 
-fn combine(acc: &mut Option<syn::Error>, e: syn::Error) {
+/// Adds `e` to the errors collected so far (all are reported, each at its span).
+pub(crate) fn combine(acc: &mut Option<syn::Error>, e: syn::Error) {
     match acc {
         Some(a) => a.combine(e),
         None => *acc = Some(e),

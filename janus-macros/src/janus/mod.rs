@@ -10,6 +10,8 @@ use proc_macro2::TokenStream;
 use quote::quote;
 use syn::spanned::Spanned;
 
+use crate::derive_module::combine;
+
 /// Expands `#[janus(args)] item`.
 pub(crate) fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
     let f: syn::ItemFn = match syn::parse2(item.clone()) {
@@ -22,13 +24,7 @@ pub(crate) fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
         }
     };
     let mut errors: Option<syn::Error> = None;
-    let mut fail = |span: proc_macro2::Span, msg: &str| {
-        let e = syn::Error::new(span, msg);
-        match &mut errors {
-            Some(all) => all.combine(e),
-            None => errors = Some(e),
-        }
-    };
+    let mut fail = |span: proc_macro2::Span, msg: &str| combine(&mut errors, syn::Error::new(span, msg));
     if let Some(a) = &f.sig.asyncness {
         fail(a.span, "`#[janus]` does not support `async fn`: a graph cannot span `.await` points");
     }
@@ -41,22 +37,12 @@ pub(crate) fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
     if let Some(v) = &f.sig.variadic {
         fail(v.span(), "`#[janus]` does not support variadic functions");
     }
-    let opts = match options::parse(args) {
-        Ok(o) => Some(o),
-        Err(e) => {
-            fail(e.span(), &e.to_string());
-            None
-        }
+    let opts = options::parse(args).map_err(|e| combine(&mut errors, e)).ok();
+    let (Some(opts), true) = (opts, errors.is_none()) else {
+        return with_original(errors.expect("an error was recorded"), item);
     };
-    if let Some(e) = errors {
-        return with_original(e, item);
-    }
-    let mut ctx = expand::Ctx {
-        opts: opts.expect("options parsed"),
-        function: f.sig.ident.to_string(),
-        generics: expand::generic_keys(&f),
-        next: 0,
-    };
+    let mut ctx =
+        expand::Ctx { opts, function: f.sig.ident.to_string(), generics: expand::generic_keys(&f), next: 0 };
     let mut out = expand::function(f, &mut ctx);
     out.attrs.push(syn::parse_quote!(#[allow(unused_mut)]));
     quote!(#out)
