@@ -296,9 +296,9 @@ fn flush(
     let emitted = std::mem::take(emit);
     let own = run_info(&stmts, env);
     let copies: Vec<Stmt> = own.closures.iter().filter_map(|c| env.closures.get(c).cloned()).collect();
-    let mut all = copies.clone();
-    all.extend(stmts.iter().cloned());
-    let info = run_info(&all, env);
+    // With closures copied in, analyse the run as it will be emitted; otherwise that is `own`.
+    let with_copies = (!copies.is_empty()).then(|| run_info(&[&copies[..], &stmts[..]].concat(), env));
+    let info = with_copies.as_ref().unwrap_or(&own);
     if !info.has_work {
         out.extend(emitted);
         return;
