@@ -1,18 +1,22 @@
 //! The benchmark entry behind the README's performance table: each workload of the examples in
-//! eager mode, in janus mode and in check mode, measured in interleaved repeats (so machine
-//! noise hits every mode alike), as medians of per-iteration times (like `shared/refbench`)
-//! and their ratios.
+//! eager mode, in janus mode (with and without the sampled self-check) and in check mode,
+//! measured in interleaved repeats (so machine noise hits every mode alike), as medians of
+//! per-iteration times (like `shared/refbench`) and their ratios. Then the self-check's overhead
+//! from counters (checks × mean cost ÷ janus time), and the staging coverage of each workload.
 //!
 //! ```text
 //! cargo run --release --example bench              # full run (under a minute)
 //! cargo run --release --example bench -- --quick   # a smoke run (CI)
 //! cargo run --release --example bench -- --only cartpole
 //! cargo run --release --example bench -- --only unroll  # what unrolling a loop costs to compile
+//! cargo run --release --example bench -- --only hit     # the cost of one replay of a tiny block
 //! ```
 //!
 //! The LSTM step is the `shared/refbench` workload (T=32, B=32, V=65, H=128, plain SGD lr 0.1);
 //! CartPole and TreeRNN are the `cartpole` and `tree_rnn` examples' programs.
 
+#[path = "common/bench_cuda.rs"]
+mod bench_cuda;
 #[path = "common/cartpole.rs"]
 mod cartpole;
 #[path = "common/cli.rs"]
@@ -26,19 +30,63 @@ use std::time::Instant;
 
 use janus::prelude::*;
 
-const MODES: [Mode; 3] = [Mode::Eager, Mode::Janus, Mode::Check];
+/// The configurations measured: eager, janus, janus without the sampled self-check, check.
+const MODES: [(Mode, bool); 4] =
+    [(Mode::Eager, true), (Mode::Janus, true), (Mode::Janus, false), (Mode::Check, true)];
 
-/// Per mode, the median over `repeats` interleaved blocks of every iteration's time, like the
-/// refbench's median per-step time; `block(mode, out)` runs one block and pushes the time of
-/// each iteration (in the metric's unit) to `out`.
-fn interleaved(repeats: usize, mut block: impl FnMut(Mode, &mut Vec<f64>)) -> [f64; 3] {
-    for m in MODES {
-        janus::with_mode(m, || block(m, &mut Vec::new())); // warm-up: compiles, fills caches
+/// What the janus configuration (self-check on) did, over every block of every workload.
+#[derive(Default)]
+struct Checked {
+    /// Seconds in janus-mode blocks.
+    janus_s: f64,
+    /// Per fragment: replays, checks, and milliseconds spent in checks, during those blocks.
+    fragments: std::collections::BTreeMap<String, (u64, u64, f64)>,
+    /// Ops staged, and run eagerly in stageable blocks, in janus-mode blocks after warm-up
+    /// (both janus configurations).
+    staged: u64,
+    eager: u64,
+}
+
+thread_local! {
+    static CHECKED: std::cell::RefCell<std::collections::BTreeMap<&'static str, Checked>> = Default::default();
+    static WORKLOAD: std::cell::Cell<&'static str> = const { std::cell::Cell::new("") };
+}
+
+/// Per configuration, the median over `repeats` interleaved blocks of every iteration's time,
+/// like the refbench's median per-step time; `block(k, out)` runs one block for configuration
+/// `MODES[k]` and pushes the time of each iteration (in the metric's unit) to `out`.
+fn interleaved(repeats: usize, mut block: impl FnMut(usize, &mut Vec<f64>)) -> [f64; 4] {
+    let mut run = |k: usize, out: &mut Vec<f64>, warm: bool| {
+        let (mode, self_check) = MODES[k];
+        janus::set_self_check(self_check);
+        let (before, t) = (janus::stats(), Instant::now());
+        janus::with_mode(mode, || block(k, out));
+        let (secs, d) = (t.elapsed().as_secs_f64(), janus::stats().since(&before));
+        janus::set_self_check(true);
+        CHECKED.with(|c| {
+            let mut c = c.borrow_mut();
+            let e = c.entry(WORKLOAD.with(|w| w.get())).or_default();
+            if k == 1 {
+                e.janus_s += secs;
+                for f in &d.fragments {
+                    let x = e.fragments.entry(f.name.clone()).or_default();
+                    (x.0, x.1, x.2) = (x.0 + f.hits, x.1 + f.checks, x.2 + f.check_ms);
+                }
+            }
+            if mode == Mode::Janus && warm {
+                let ops = d.ops();
+                e.staged += ops.staged();
+                e.eager += ops.eager_stageable();
+            }
+        });
+    };
+    for k in 0..MODES.len() {
+        run(k, &mut Vec::new(), false); // warm-up: compiles, fills caches
     }
-    let mut samples = [Vec::new(), Vec::new(), Vec::new()];
+    let mut samples = [Vec::new(), Vec::new(), Vec::new(), Vec::new()];
     for _ in 0..repeats {
-        for (k, m) in MODES.into_iter().enumerate() {
-            janus::with_mode(m, || block(m, &mut samples[k]));
+        for (k, s) in samples.iter_mut().enumerate() {
+            run(k, s, true);
         }
     }
     samples.map(|mut s| cli::median(&mut s))
@@ -54,54 +102,71 @@ fn timed(unit: f64, f: impl FnOnce()) -> f64 {
 struct Row {
     workload: &'static str,
     metric: &'static str,
-    /// Eager, janus and check medians; `None` where a mode does not apply.
-    values: [Option<f64>; 3],
+    /// Eager, janus, janus without the self-check and check medians; `None` where a mode does
+    /// not apply.
+    values: [Option<f64>; 4],
 }
 
 fn lstm(repeats: usize, steps: usize) -> Vec<Row> {
     janus::manual_seed(0);
     let data = lstm_lm::Batches::synthetic(16);
     let init = lstm_lm::LstmLm::new(lstm_lm::V, lstm_lm::H);
-    let mut k = 0;
+    let mut next = 0;
     let mut modes = |step: fn(&mut lstm_lm::LstmLm, &[Tensor], &[Tensor], f64) -> f32| {
-        let mut models = [init.clone(), init.clone(), init.clone()];
-        interleaved(repeats, |mode, out| {
-            let m = &mut models[MODES.iter().position(|&x| x == mode).unwrap()];
+        let mut models = [init.clone(), init.clone(), init.clone(), init.clone()];
+        interleaved(repeats, |k, out| {
+            let m = &mut models[k];
             for _ in 0..steps {
-                let (xs, ys) = data.batch(k);
+                let (xs, ys) = data.batch(next);
                 out.push(timed(1e3, || _ = step(m, xs, ys, 0.1)));
-                k += 1;
+                next += 1;
             }
         })
     };
-    let [e, j, c] = modes(lstm_lm::janus_sgd_step);
-    let [he, hj, hc] = modes(lstm_lm::janus_sgd_step_host_loop);
+    let [e, j, jn, c] = modes(lstm_lm::janus_sgd_step);
+    let [fe, fj, fjn, fc] = modes(lstm_lm::janus_sgd_step_fragments);
+    let [he, hj, hjn, hc] = modes(lstm_lm::janus_sgd_step_host_loop);
+    let [ce, cj, cjn, cc] = modes(lstm_lm::janus_sgd_step_clipped);
     // The whole step (loss, backward, update) traced as one graph, for reference.
     let traced = trace(lstm_lm::flat_sgd_step);
     let mut p = init.params();
     let mut whole = Vec::new();
     for r in 0..repeats + 1 {
         for _ in 0..steps {
-            let (xs, ys) = data.batch(k);
+            let (xs, ys) = data.batch(next);
             let args = lstm_lm::flat_args(&p, xs, ys);
             let ms = timed(1e3, || p = traced.run(&args)[1..].to_vec());
             if r > 0 {
                 whole.push(ms);
             }
-            k += 1;
+            next += 1;
         }
     }
     vec![
-        Row { workload: "LSTM LM", metric: "training step, ms", values: [Some(e), Some(j), Some(c)] },
         Row {
             workload: "LSTM LM",
-            metric: "training step, time loop on the host (unroll = false), ms",
-            values: [Some(he), Some(hj), Some(hc)],
+            metric: "training step, speculated (one graph), ms",
+            values: [Some(e), Some(j), Some(jn), Some(c)],
+        },
+        Row {
+            workload: "LSTM LM",
+            metric: "training step with clipping, speculated (assert), ms",
+            values: [Some(ce), Some(cj), Some(cjn), Some(cc)],
+        },
+        Row {
+            workload: "LSTM LM",
+            metric: "training step, fragments (speculate = false), ms",
+            values: [Some(fe), Some(fj), Some(fjn), Some(fc)],
+        },
+        Row {
+            workload: "LSTM LM",
+            metric: "training step, fragments, time loop on the host (unroll = false), ms",
+            values: [Some(he), Some(hj), Some(hjn), Some(hc)],
         },
         Row {
             workload: "LSTM LM",
             metric: "training step as one graph (janus::trace), ms",
-            values: [Some(e), Some(cli::median(&mut whole)), None],
+            values: [Some(e), Some(cli::median(&mut whole)), None, None],
         },
     ]
 }
@@ -113,7 +178,7 @@ fn cartpole(repeats: usize, steps: usize, updates: usize) -> Vec<Row> {
     // Batch-1 inference and sampling on every environment step, as in a rollout.
     let mut env = CartPole::new(7);
     let mut obs = env.reset();
-    let [ae, aj, ac] = interleaved(repeats, |_, out| {
+    let [ae, aj, ajn, ac] = interleaved(repeats, |_, out| {
         for _ in 0..steps {
             out.push(timed(1e6, || {
                 let a = no_grad(|| cartpole::act(&policy, &Tensor::from_vec(obs.to_vec(), [1, 4])));
@@ -133,9 +198,9 @@ fn cartpole(repeats: usize, steps: usize, updates: usize) -> Vec<Row> {
         o = env.step(s % 2).0;
     }
     let mut learners: Vec<(Policy, optim::Adam)> =
-        (0..3).map(|_| (policy.clone(), optim::Adam::new(1e-2))).collect();
-    let [ue, uj, uc] = interleaved(repeats, |mode, out| {
-        let (p, opt) = &mut learners[MODES.iter().position(|&x| x == mode).unwrap()];
+        (0..4).map(|_| (policy.clone(), optim::Adam::new(1e-2))).collect();
+    let [ue, uj, ujn, uc] = interleaved(repeats, |k, out| {
+        let (p, opt) = &mut learners[k];
         for _ in 0..updates {
             out.push(timed(1e3, || {
                 let (o, a, g) = cartpole::episode_tensors(&obs_log, &actions);
@@ -144,28 +209,32 @@ fn cartpole(repeats: usize, steps: usize, updates: usize) -> Vec<Row> {
         }
     });
     // Whole fixed-length episodes: rollout plus update.
-    let mut envs: Vec<CartPole> = (0..3).map(|_| CartPole::new(11)).collect();
+    let mut envs: Vec<CartPole> = (0..4).map(|_| CartPole::new(11)).collect();
     for e in &mut envs {
         (e.x_threshold, e.theta_threshold) = (f64::INFINITY, f64::INFINITY);
     }
-    let [ee, ej, ec] = interleaved(repeats, |mode, out| {
-        let i = MODES.iter().position(|&x| x == mode).unwrap();
+    let [ee, ej, ejn, ec] = interleaved(repeats, |k, out| {
+        let i = k;
         let (p, opt) = &mut learners[i];
         for _ in 0..updates / 4 + 1 {
             out.push(timed(1e3, || _ = cartpole::run_episode(p, opt, &mut envs[i])));
         }
     });
     vec![
-        Row { workload: "CartPole", metric: "act + env step, µs", values: [Some(ae), Some(aj), Some(ac)] },
+        Row {
+            workload: "CartPole",
+            metric: "act + env step, µs",
+            values: [Some(ae), Some(aj), Some(ajn), Some(ac)],
+        },
         Row {
             workload: "CartPole",
             metric: "update after a 500-step episode, ms",
-            values: [Some(ue), Some(uj), Some(uc)],
+            values: [Some(ue), Some(uj), Some(ujn), Some(uc)],
         },
         Row {
             workload: "CartPole",
             metric: "500-step episode (rollout + update), ms",
-            values: [Some(ee), Some(ej), Some(ec)],
+            values: [Some(ee), Some(ej), Some(ejn), Some(ec)],
         },
     ]
 }
@@ -176,20 +245,20 @@ fn tree(repeats: usize, steps: usize) -> Vec<Row> {
     let data = tree_rnn::dataset(&mut rng, 16 * 8);
     let init = tree_rnn::TreeRnn::new();
     let mut learners: Vec<(tree_rnn::TreeRnn, optim::Adam)> =
-        (0..3).map(|_| (init.clone(), optim::Adam::new(3e-3))).collect();
-    let mut k = 0;
-    let [e, j, c] = interleaved(repeats, |mode, out| {
-        let (p, opt) = &mut learners[MODES.iter().position(|&x| x == mode).unwrap()];
+        (0..4).map(|_| (init.clone(), optim::Adam::new(3e-3))).collect();
+    let mut next = 0;
+    let [e, j, jn, c] = interleaved(repeats, |k, out| {
+        let (p, opt) = &mut learners[k];
         for _ in 0..steps {
-            let b = k % 8;
+            let b = next % 8;
             out.push(timed(1e3, || _ = tree_rnn::train_step(p, opt, &data[b * 16..(b + 1) * 16])));
-            k += 1;
+            next += 1;
         }
     });
     vec![Row {
         workload: "TreeRNN",
         metric: "training step (16 trees), ms",
-        values: [Some(e), Some(j), Some(c)],
+        values: [Some(e), Some(j), Some(jn), Some(c)],
     }]
 }
 
@@ -240,30 +309,86 @@ fn unroll_cost(lengths: &[usize]) {
     }
 }
 
+/// The smallest block worth staging: what a hit costs beyond its two tiny kernels.
+#[janus(min_ops = 1)]
+fn tiny(x: &Tensor) -> Tensor {
+    let y = x * 2.0 + 1.0;
+    y
+}
+
+/// Nanoseconds per call of [`tiny`] on a one-element tensor (median of 15 blocks of 200k
+/// calls) and of CartPole's `act` (15 blocks of 50k calls), eager and replayed: the cost of
+/// the hit path.
+fn hit_cost() {
+    let x = Tensor::ones([1]);
+    for _ in 0..4 {
+        tiny(&x); // recorded, compiled, first replays
+    }
+    let per_call = |mode: Mode| {
+        let mut blocks: Vec<f64> = (0..15)
+            .map(|_| {
+                janus::with_mode(mode, || timed(1e9, || (0..200_000).for_each(|_| _ = tiny(&x)))) / 200_000.0
+            })
+            .collect();
+        cli::median(&mut blocks)
+    };
+    let (e, j) = (per_call(Mode::Eager), per_call(Mode::Janus));
+    // `act` of the CartPole example: batch-1 inference and sampling, one replay per call.
+    let policy = cartpole::Policy::new();
+    let obs = Tensor::from_vec(vec![0.01f32, -0.02, 0.03, 0.01], [1, 4]);
+    let act_ns = |mode: Mode| {
+        let mut blocks: Vec<f64> = (0..15)
+            .map(|_| {
+                janus::with_mode(mode, || {
+                    timed(1e9, || (0..50_000).for_each(|_| _ = no_grad(|| cartpole::act(&policy, &obs))))
+                }) / 50_000.0
+            })
+            .collect();
+        cli::median(&mut blocks)
+    };
+    let (ae, aj) = (act_ns(Mode::Eager), act_ns(Mode::Janus));
+    println!("\n| block | eager, ns/call | janus (replay), ns/call |\n|---|---:|---:|");
+    println!("| `x * 2.0 + 1.0`, 1 element | {e:.0} | {j:.0} |");
+    println!("| CartPole `act` (batch-1 inference and sampling, no environment) | {ae:.0} | {aj:.0} |");
+}
+
 fn main() {
     let args = cli::Args::parse(
         "bench",
         "Eager vs janus vs check mode on the examples' workloads: medians of interleaved repeats.",
         &[
             ("quick", "false", "a few iterations only (smoke test)"),
-            ("only", "", "lstm | cartpole | tree | unroll"),
+            ("only", "", "lstm | cartpole | tree | unroll | hit"),
+            cli::DEVICE_FLAG,
         ],
     );
     let quick = args.switch("quick");
+    if let d @ Device::Cuda(_) = args.device() {
+        bench_cuda::run(d, quick);
+        return;
+    }
     let only = args.str("only");
-    let run = |name: &str| (only.is_empty() && name != "unroll") || only == name;
+    let run = |name: &str| (only.is_empty() && name != "unroll" && name != "hit") || only == name;
+    if run("hit") {
+        hit_cost();
+        return;
+    }
     let (repeats, scale) = if quick { (2, 1) } else { (9, 20) };
     let mut rows = Vec::new();
+    let workload = |name: &'static str| {
+        eprintln!("{name} ...");
+        WORKLOAD.with(|w| w.set(name));
+    };
     if run("lstm") {
-        eprintln!("LSTM LM ...");
+        workload("LSTM LM");
         rows.extend(lstm(repeats, 2 * scale));
     }
     if run("cartpole") {
-        eprintln!("CartPole ...");
+        workload("CartPole");
         rows.extend(cartpole(repeats, 500 * scale, 4 * scale));
     }
     if run("tree") {
-        eprintln!("TreeRNN ...");
+        workload("TreeRNN");
         rows.extend(tree(repeats, 2 * scale));
     }
     if run("unroll") {
@@ -280,26 +405,63 @@ fn main() {
         "\njanus bench: median per-iteration times over {repeats} interleaved repeats; {cpu}, {} threads\n",
         std::thread::available_parallelism().map_or(1, |n| n.get())
     );
-    println!("| workload | metric | eager | janus | check | janus speed-up | check slowdown |");
-    println!("|---|---|---:|---:|---:|---:|---:|");
+    println!(
+        "| workload | metric | eager | janus | janus, no self-check | check | janus speed-up | self-check cost | check slowdown |"
+    );
+    println!("|---|---|---:|---:|---:|---:|---:|---:|---:|");
     let fmt = |v: Option<f64>| {
         v.map_or("-".into(), |v| if v >= 100.0 { format!("{v:.0}") } else { format!("{v:.3}") })
     };
     for r in &rows {
-        let [e, j, c] = r.values;
+        let [e, j, jn, c] = r.values;
         let ratio = |a: Option<f64>, b: Option<f64>| match (a, b) {
             (Some(a), Some(b)) => format!("{:.2}x", a / b),
             _ => "-".into(),
         };
         println!(
-            "| {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             r.workload,
             r.metric,
             fmt(e),
             fmt(j),
+            fmt(jn),
             fmt(c),
             ratio(e, j),
+            ratio(j, jn),
             ratio(c, e)
         );
     }
+    // The self-check's cost from counters, not from timing differences (below this machine's
+    // noise): the time checked calls took over the time of all janus-mode blocks.
+    println!(
+        "\nsampled self-check, janus-mode blocks (warm-up block included): checks × mean cost ÷ janus time"
+    );
+    println!(
+        "| workload | replays | checks | mean check, ms | janus time, s | overhead | after replay 4096 | coverage after warm-up |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|");
+    CHECKED.with(|c| {
+        for (name, x) in c.borrow().iter() {
+            let (hits, checks, check_ms) =
+                x.fragments.values().fold((0, 0, 0.0), |a, f| (a.0 + f.0, a.1 + f.1, a.2 + f.2));
+            let mean = if checks > 0 { check_ms / checks as f64 } else { 0.0 };
+            // From replay 4096 on, one check per SAMPLE_PERIOD replays of each variant: per
+            // fragment, its replays times its mean check cost, over SAMPLE_PERIOD.
+            let steady_ms: f64 = (x.fragments.values())
+                .filter(|f| f.1 > 0)
+                .map(|f| f.0 as f64 * f.2 / f.1 as f64 / janus::rt::SAMPLE_PERIOD as f64)
+                .sum();
+            println!(
+                "| {name} | {hits} | {checks} | {mean:.3} | {:.2} | {:.2}% | {:.4}% | {:.2}% |",
+                x.janus_s,
+                100.0 * check_ms / (1e3 * x.janus_s),
+                100.0 * steady_ms / (1e3 * x.janus_s),
+                100.0 * x.staged as f64 / (x.staged + x.eager).max(1) as f64
+            );
+        }
+    });
+    println!(
+        "(coverage: ops staged over ops in stageable blocks, janus-mode blocks after the warm-up block; \
+         the eager ones are the self-check's)"
+    );
 }

@@ -28,6 +28,71 @@ struct Run {
     rollout_us_per_step: f64,
     update_ms_500: Option<f64>,
     last20: f64,
+    /// Staging coverage after the first `WARMUP` episodes.
+    coverage: String,
+}
+
+/// Episodes before the coverage window starts (the first update shapes have compiled).
+const WARMUP: usize = 10;
+
+/// Training with `envs` environments in lockstep, the update on `device` (see
+/// [`cartpole::run_round`]); reports per-step rollout time and per-round update time.
+fn train_batched(
+    mode: Mode,
+    seed: u64,
+    max_episodes: usize,
+    target: f64,
+    envs: usize,
+    device: Device,
+) -> Run {
+    janus::set_mode(mode);
+    janus::manual_seed(seed);
+    let mut acting = Policy::new();
+    let mut policy = acting.to_device(device);
+    let mut opt = optim::Adam::new(1e-2);
+    let mut envs: Vec<CartPole> =
+        (0..envs).map(|k| CartPole::new(seed.wrapping_add(k as u64 * 7919))).collect();
+    let (mut returns, mut rollout_us, mut update_ms) = (Vec::new(), Vec::new(), Vec::new());
+    let avg20 =
+        |r: &[usize]| r[r.len().saturating_sub(20)..].iter().sum::<usize>() as f64 / r.len().min(20) as f64;
+    let start = Instant::now();
+    let (mut solved_at, mut warm) = (None, janus::stats());
+    let mut rounds = 0;
+    while returns.len() < max_episodes {
+        if rounds == 2 {
+            warm = janus::stats();
+        }
+        let (lens, rollout_s, update_s, loss) =
+            cartpole::run_round(&mut policy, &mut acting, &mut opt, &mut envs);
+        rounds += 1;
+        if !loss.is_finite() {
+            cli::fail(&format!("the loss diverged in round {rounds} ({loss})"));
+        }
+        rollout_us.push(rollout_s * 1e6 / lens.iter().max().copied().unwrap_or(1) as f64);
+        update_ms.push(update_s * 1e3);
+        returns.extend(lens);
+        println!(
+            "round {rounds}: mean return {:.1} over {} episodes; update {:.2} ms",
+            avg20(&returns),
+            envs.len(),
+            update_s * 1e3
+        );
+        if returns.len() >= 20 && avg20(&returns) >= target {
+            solved_at = Some(returns.len());
+            break;
+        }
+    }
+    Run {
+        mode,
+        episodes: returns.len(),
+        steps: returns.iter().sum(),
+        solved_at,
+        wall_s: start.elapsed().as_secs_f64(),
+        rollout_us_per_step: cli::median(&mut rollout_us),
+        update_ms_500: Some(cli::median(&mut update_ms)),
+        last20: avg20(&returns),
+        coverage: cli::coverage_since(&warm),
+    }
 }
 
 fn train(mode: Mode, seed: u64, max_episodes: usize, target: f64) -> Run {
@@ -42,7 +107,11 @@ fn train(mode: Mode, seed: u64, max_episodes: usize, target: f64) -> Run {
         |r: &[usize]| r[r.len().saturating_sub(20)..].iter().sum::<usize>() as f64 / r.len().min(20) as f64;
     let start = Instant::now();
     let mut solved_at = None;
+    let mut warm = janus::stats();
     while returns.len() < max_episodes {
+        if returns.len() == WARMUP {
+            warm = janus::stats();
+        }
         let ep = cartpole::run_episode(&mut policy, &mut opt, &mut env);
         if !ep.loss.is_finite() {
             cli::fail(&format!("the loss diverged in episode {} ({})", returns.len(), ep.loss));
@@ -70,6 +139,7 @@ fn train(mode: Mode, seed: u64, max_episodes: usize, target: f64) -> Run {
         rollout_us_per_step: cli::median(&mut rollout_us),
         update_ms_500: (!update_ms_500.is_empty()).then(|| cli::median(&mut update_ms_500)),
         last20: avg20(&returns),
+        coverage: cli::coverage_since(&warm),
     }
 }
 
@@ -83,16 +153,26 @@ fn main() {
             ("target", "475", "solved when the mean return of 20 consecutive episodes reaches this"),
             ("seed", "1", "seed of the initialisation, the environment and the sampling"),
             cli::DEVICE_FLAG,
+            (
+                "envs",
+                "1",
+                "environments stepped in lockstep; > 1 (or a CUDA --device) trains in rounds, one batched update per round",
+            ),
         ],
     );
-    let _device = args.device();
+    let device = args.device();
+    let envs: usize = args.get("envs");
     let modes = args.modes();
     let (seed, episodes, target): (u64, usize, f64) =
         (args.get("seed"), args.get("episodes"), args.get("target"));
     let mut runs = Vec::new();
     for mode in modes {
         println!("training in {mode:?} mode (seed {seed}, at most {episodes} episodes)");
-        let run = train(mode, seed, episodes, target);
+        let run = if envs > 1 || device != Device::Cpu {
+            train_batched(mode, seed, episodes, target, envs, device)
+        } else {
+            train(mode, seed, episodes, target)
+        };
         match run.solved_at {
             Some(e) => println!("solved after {e} episodes: mean return of the last 20 is {:.1}", run.last20),
             None => {
@@ -125,6 +205,9 @@ fn main() {
              random numbers, but compiled kernels round differently)",
             (j.steps as f64 / j.wall_s) / (e.steps as f64 / e.wall_s)
         );
+    }
+    for r in runs.iter().filter(|r| r.mode != Mode::Eager) {
+        println!("\n{:?} mode, episodes {WARMUP}..{}: {}", r.mode, r.episodes, r.coverage);
     }
     println!("\n{}", janus::explain());
     if runs.iter().any(|r| r.solved_at.is_none()) && args.str("episodes") == "1000" {

@@ -27,7 +27,7 @@ use plotters::prelude::*;
 /// another, and `backward()` runs compiled backward graphs of the recorded fragments.
 #[janus]
 fn train_step<O: Optimizer>(m: &mut LstmLm, opt: &mut O, xs: &[Tensor], ys: &[Tensor]) -> f32 {
-    let mut h = Tensor::zeros([xs[0].dims()[0], m.wh.dims()[0]]);
+    let mut h = Tensor::zeros_on([xs[0].dims()[0], m.wh.dims()[0]], xs[0].device());
     let mut c = h.clone();
     let mut total = Tensor::scalar(0.0);
     for t in 0..xs.len() {
@@ -153,7 +153,7 @@ fn main() {
             ("plot", "target/lstm_charlm_loss.png", "where the loss-curve PNG goes; empty: none"),
         ],
     );
-    let (mode, steps, _device): (Mode, usize, Device) = (args.mode(), args.get("steps"), args.device());
+    let (mode, steps, device): (Mode, usize, Device) = (args.mode(), args.get("steps"), args.device());
     janus::set_mode(mode);
     janus::manual_seed(args.get("seed"));
 
@@ -170,9 +170,9 @@ fn main() {
     let split = ids.len() * 9 / 10;
     let (train, heldout) = (&ids[..split], &ids[split..]);
     let mut rng = Rng(args.get::<u64>("seed") ^ 0x5DEE_CE66);
-    let val = batches(heldout, alphabet.len(), 8, &mut rng);
+    let val = batches(heldout, alphabet.len(), 8, &mut rng).to_device(device);
     println!(
-        "corpus: {} characters, alphabet of {}; {} steps of {}x{} characters; mode {mode:?}; {}",
+        "corpus: {} characters, alphabet of {}; {} steps of {}x{} characters; mode {mode:?}; {}; {device}",
         ids.len(),
         alphabet.len(),
         steps,
@@ -181,7 +181,7 @@ fn main() {
         args.str("optim")
     );
 
-    let mut m = LstmLm::new(alphabet.len(), H);
+    let mut m = LstmLm::new(alphabet.len(), H).to_device(device);
     let lr = |default: f64| if args.str("lr").is_empty() { default } else { args.get("lr") };
     enum Opt {
         Adam(optim::Adam),
@@ -198,8 +198,13 @@ fn main() {
     let mut step_secs = Vec::with_capacity(steps);
     let progress = cli::Progress::new(steps as u64, 100);
     let start = Instant::now();
+    let warmup = 20.min(steps / 2); // recordings and compiles happen in the first steps
+    let mut warm = janus::stats();
     for step in 0..steps {
-        let data = batches(train, alphabet.len(), 1, &mut rng);
+        if step == warmup {
+            warm = janus::stats();
+        }
+        let data = batches(train, alphabet.len(), 1, &mut rng).to_device(device);
         let (xs, ys) = data.batch(0);
         let t = Instant::now();
         let loss = match &mut opt {
@@ -221,10 +226,13 @@ fn main() {
     }
     progress.finish();
     let wall = start.elapsed().as_secs_f64();
+    let coverage = cli::coverage_since(&warm);
 
     let temperature = 0.8;
     println!("\n--- sample (temperature {temperature}) ---");
-    println!("{}", generate(&m, &alphabet, "Non eram nescius", args.get("sample"), temperature));
+    // Batch-1 sampling runs on the CPU, where one small step costs less than a GPU launch.
+    let m_cpu = m.to_device(Device::Cpu);
+    println!("{}", generate(&m_cpu, &alphabet, "Non eram nescius", args.get("sample"), temperature));
     println!("---\n");
 
     let first = losses[..losses.len().min(20)].iter().sum::<f32>() / losses.len().min(20) as f32;
@@ -244,6 +252,7 @@ fn main() {
         steps as f64 / wall,
         (steps * T * B) as f64 / wall
     );
+    println!("\ntraining steps {warmup}..{steps}: {coverage}");
     println!("\n{}", janus::explain());
     let path = args.str("plot");
     if !path.is_empty() {

@@ -25,20 +25,28 @@ struct Run {
     train_s: f64,
     accuracy: f64,
     last_loss: f32,
+    /// Staging coverage after the first epoch.
+    coverage: String,
 }
 
-fn train(mode: Mode, seed: u64, epochs: usize, batch: usize) -> Run {
+fn train(mode: Mode, seed: u64, epochs: usize, batch: usize, device: Device) -> Run {
     janus::set_mode(mode);
     janus::manual_seed(seed);
     let mut rng = Rng(seed);
     let (train, test) = (tree_rnn::dataset(&mut rng, 2000), tree_rnn::dataset(&mut rng, 500));
-    let mut p = TreeRnn::new();
+    let train: Vec<_> = train.iter().map(|e| tree_rnn::example_on(e, device)).collect();
+    let test: Vec<_> = test.iter().map(|e| tree_rnn::example_on(e, device)).collect();
+    let mut p = TreeRnn::new().to_device(device);
     let mut opt = optim::Adam::new(3e-3);
     let steps_per_epoch = train.len() / batch;
     let progress = cli::Progress::new((epochs * steps_per_epoch) as u64, steps_per_epoch as u64);
     let (mut train_s, mut nodes, mut last_loss) = (0.0, 0, f32::NAN);
     let mut order: Vec<usize> = (0..train.len()).collect();
+    let mut warm = janus::stats();
     for epoch in 0..epochs {
+        if epoch == 1 {
+            warm = janus::stats(); // after one epoch of warm-up
+        }
         // A fresh shuffle each epoch; minibatches of whole trees.
         for i in (1..order.len()).rev() {
             order.swap(i, rng.below(i + 1));
@@ -67,6 +75,7 @@ fn train(mode: Mode, seed: u64, epochs: usize, batch: usize) -> Run {
         trees: epochs * steps_per_epoch * batch,
         nodes,
         train_s,
+        coverage: cli::coverage_since(&warm),
         accuracy: tree_rnn::accuracy(&p, &test),
         last_loss,
     }
@@ -95,7 +104,7 @@ fn main() {
             cli::DEVICE_FLAG,
         ],
     );
-    let _device = args.device();
+    let device = args.device();
     let modes = args.modes();
     let (seed, epochs, batch): (u64, usize, usize) =
         (args.get("seed"), args.get("epochs"), args.get("batch"));
@@ -103,7 +112,7 @@ fn main() {
         .into_iter()
         .map(|mode| {
             println!("training in {mode:?} mode ({epochs} epochs of 2000 trees, batches of {batch})");
-            train(mode, seed, epochs, batch)
+            train(mode, seed, epochs, batch, device)
         })
         .collect();
     println!("\n| mode | trees | training s | trees/s | nodes/s | final loss | test accuracy |");
@@ -124,5 +133,8 @@ fn main() {
         println!("\njanus vs eager: {:.2}x trees/s", e.train_s / j.train_s);
     }
     println!("(chance is 50%: the test set has as many positive as negative trees)\n");
+    for r in runs.iter().filter(|r| r.mode != Mode::Eager) {
+        println!("{:?} mode, training epochs 1..{epochs}: {}\n", r.mode, r.coverage);
+    }
     println!("{}", janus::explain());
 }

@@ -11,6 +11,10 @@
 pub use janus_macros::{Module, janus};
 pub use janus_runtime::*;
 
+/// What the macros' expansions call (hidden; not for users).
+#[doc(hidden)]
+pub use janus_runtime::rt::__private;
+
 /// The names most programs need: `use janus::prelude::*;`.
 pub mod prelude {
     pub use janus_macros::{Module, janus};

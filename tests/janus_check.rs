@@ -1,10 +1,13 @@
 //! `JANUS_MODE=check` (here `Mode::Check`) runs compiled graphs and the original statements side
-//! by side and panics on a mismatch, naming the fragment. A test-only fault hook breaks the
+//! by side and panics on a mismatch, naming the fragment; the sampled self-check of janus mode
+//! compares the same way, and invalidates the variant instead. A test-only fault hook breaks the
 //! fused kernels. Its own binary: the hook is process-wide.
+//! (The functions here pin the fragment path, `speculate = false`: whole-function speculation
+//! is tested in `janus_speculate.rs` and by the macro fuzz.)
 
 use janus::prelude::*;
 
-#[janus]
+#[janus(speculate = false)]
 fn gate(x: &Tensor, w: &Tensor) -> Tensor {
     let y = (x.matmul(w) * 2.0).sigmoid();
     y
@@ -12,6 +15,7 @@ fn gate(x: &Tensor, w: &Tensor) -> Tensor {
 
 #[test]
 fn check_mode_catches_a_broken_kernel_and_names_the_fragment() {
+    let _one_at_a_time = FAULT.lock().unwrap_or_else(|p| p.into_inner());
     let x = Tensor::from_vec(vec![0.1f32, 0.2, 0.3, 0.4], [2, 2]);
     let w = Tensor::from_vec(vec![1.0f32, -1.0, 0.5, 0.25], [2, 2]);
     // Healthy kernels: check mode agrees on every call.
@@ -26,17 +30,68 @@ fn check_mode_catches_a_broken_kernel_and_names_the_fragment() {
         gate(&x, &w);
     }
     janus::rt::testing::break_fused_kernels(true);
-    // In janus mode the broken kernel goes unnoticed...
+    // Without checks, the broken kernel goes unnoticed in janus mode (replay 2 is unchecked
+    // only because the sampled self-check is off)...
+    janus::set_self_check(false);
     let wrong = gate(&x, &w);
     let right = janus::with_mode(Mode::Eager, || gate(&x, &w));
     assert_ne!(wrong.to_vec::<f32>(), right.to_vec::<f32>());
-    // ...and check mode reports it.
+    // ...check mode reports it...
     let err = std::panic::catch_unwind(|| janus::with_mode(Mode::Check, || gate(&x, &w))).unwrap_err();
-    janus::rt::testing::break_fused_kernels(false);
     let msg = err.downcast_ref::<String>().cloned().unwrap_or_default();
     assert!(
-        msg.contains("janus check: fragment `gate#0` at tests/janus_check.rs:9")
+        msg.contains("janus check: fragment `gate#0` at tests/janus_check.rs:12")
             && msg.contains("output `y`"),
         "{msg}"
     );
+    // ...and in janus mode the sampled self-check finds it at replay 4: the same comparison,
+    // but it returns the eager result and invalidates the variant instead of panicking.
+    janus::set_self_check(true);
+    let before = janus::stats().function("gate").next().unwrap().clone();
+    let third = gate(&x, &w); // replay 3: not sampled
+    assert_ne!(third.to_vec::<f32>(), right.to_vec::<f32>());
+    let fourth = gate(&x, &w); // replay 4: checked
+    assert_eq!(fourth.to_vec::<f32>(), right.to_vec::<f32>());
+    let after = janus::stats().function("gate").next().unwrap().clone();
+    assert_eq!(
+        (after.hits - before.hits, after.divergences - before.divergences),
+        (2, 1),
+        "{}",
+        janus::explain()
+    );
+    // From now on this key runs its statements: correct, and no longer a hit.
+    for _ in 0..3 {
+        assert_eq!(gate(&x, &w).to_vec::<f32>(), right.to_vec::<f32>());
+    }
+    let last = janus::stats().function("gate").next().unwrap().clone();
+    assert_eq!(last.hits, after.hits, "{}", janus::explain());
+    assert!(last.eager.keys().any(|r| r.starts_with("diverged from eager execution")), "{last:?}");
+    janus::rt::testing::break_fused_kernels(false);
 }
+
+/// The same step, speculated as a whole function.
+#[janus]
+fn gate_whole(x: &Tensor, w: &Tensor) -> Tensor {
+    let y = (x.matmul(w) * 2.0).sigmoid();
+    y
+}
+
+#[test]
+fn check_mode_checks_a_speculated_function_too() {
+    let x = Tensor::from_vec(vec![0.1f32, 0.2, 0.3, 0.4], [2, 2]);
+    let w = Tensor::from_vec(vec![1.0f32, -1.0, 0.5, 0.25], [2, 2]);
+    janus::set_self_check(false);
+    for _ in 0..3 {
+        janus::with_mode(Mode::Check, || gate_whole(&x, &w)); // healthy: agrees
+    }
+    // The fault hook is process-wide: break kernels only inside this thread's window, against
+    // the other test of this binary (which runs its broken phase under a lock below).
+    let _one_at_a_time = FAULT.lock().unwrap_or_else(|p| p.into_inner());
+    janus::rt::testing::break_fused_kernels(true);
+    let err = std::panic::catch_unwind(|| janus::with_mode(Mode::Check, || gate_whole(&x, &w))).unwrap_err();
+    janus::rt::testing::break_fused_kernels(false);
+    let msg = err.downcast_ref::<String>().cloned().unwrap_or_default();
+    assert!(msg.contains("janus check: fragment `gate_whole#fn`") && msg.contains("return value"), "{msg}");
+}
+
+static FAULT: std::sync::Mutex<()> = std::sync::Mutex::new(());

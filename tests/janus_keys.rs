@@ -1,6 +1,8 @@
 //! Keys, guards and the hard cases of DESIGN §13: changing shapes and the variant limit,
 //! aliasing, grad mode, opaque inputs, closures, host scalars, in-out locals, impure
 //! constants, inline recursion, panics inside a recording, and dynamic scalars.
+//! (The functions here pin the fragment path, `speculate = false`: whole-function speculation
+//! is tested in `janus_speculate.rs` and by the macro fuzz.)
 
 use janus::prelude::*;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -18,7 +20,7 @@ fn frag(name: &str) -> Vec<janus::rt::FragmentStats> {
     janus::stats().function(name).cloned().collect()
 }
 
-#[janus(max_variants = 3, min_ops = 1)]
+#[janus(max_variants = 3, min_ops = 1, speculate = false)]
 fn scaled_tanh(x: &Tensor) -> Tensor {
     let y = (x * 1.5).tanh() + 0.5;
     y
@@ -26,6 +28,7 @@ fn scaled_tanh(x: &Tensor) -> Tensor {
 
 #[test]
 fn changing_shapes_compile_variants_up_to_the_limit() {
+    janus::set_self_check(false); // it would hide a wrong replay behind the eager result
     let shapes = [[2, 3], [4, 3], [2, 5], [7, 1], [9, 9]];
     for round in 0..4 {
         for s in shapes {
@@ -41,7 +44,7 @@ fn changing_shapes_compile_variants_up_to_the_limit() {
     assert!(janus::explain().contains("variant limit (3) reached: `x` differs between calls"));
 }
 
-#[janus(min_ops = 1)]
+#[janus(min_ops = 1, speculate = false)]
 fn affine(a: &Tensor, b: &Tensor) -> Tensor {
     let y = a * 2.0 + b;
     y
@@ -49,6 +52,7 @@ fn affine(a: &Tensor, b: &Tensor) -> Tensor {
 
 #[test]
 fn aliased_inputs_get_their_own_variant() {
+    janus::set_self_check(false); // it would hide a wrong replay behind the eager result
     let w = Tensor::from_vec(vec![1.0f32, 2.0], [2]);
     let v = Tensor::from_vec(vec![10.0f32, 20.0], [2]);
     for _ in 0..4 {
@@ -61,7 +65,7 @@ fn aliased_inputs_get_their_own_variant() {
     assert_eq!(frag("affine")[0].variants, 2, "{}", janus::explain());
 }
 
-#[janus(min_ops = 1)]
+#[janus(min_ops = 1, speculate = false)]
 fn cubed(x: &Tensor) -> Tensor {
     let y = x.tanh() * x.square();
     y
@@ -69,6 +73,7 @@ fn cubed(x: &Tensor) -> Tensor {
 
 #[test]
 fn no_grad_variants_never_serve_calls_that_need_gradients() {
+    janus::set_self_check(false); // it would hide a wrong replay behind the eager result
     let x = Tensor::from_vec(vec![0.3f64, -0.7], [2]).requires_grad();
     for _ in 0..4 {
         let y = no_grad(|| cubed(&x));
@@ -92,7 +97,7 @@ impl Lcg {
     }
 }
 
-#[janus(min_ops = 1)]
+#[janus(min_ops = 1, speculate = false)]
 fn jitter(x: &Tensor, rng: &mut Lcg) -> Tensor {
     let y = x + rng.next_f64();
     y
@@ -100,6 +105,7 @@ fn jitter(x: &Tensor, rng: &mut Lcg) -> Tensor {
 
 #[test]
 fn opaque_inputs_run_eagerly_and_host_state_advances() {
+    janus::set_self_check(false); // it would hide a wrong replay behind the eager result
     let x = Tensor::zeros([2]);
     let mut rng = Lcg(1);
     let mut reference = Lcg(1);
@@ -113,7 +119,7 @@ fn opaque_inputs_run_eagerly_and_host_state_advances() {
     assert!(f.eager.keys().any(|r| r.contains("opaque input `rng`")), "{}", janus::explain());
 }
 
-#[janus(min_ops = 1)]
+#[janus(min_ops = 1, speculate = false)]
 fn closures_and_iterators(xs: &[Tensor], scale: f64) -> Tensor {
     let sq = |t: &Tensor| t.square() * scale;
     let parts: Vec<Tensor> = xs.iter().map(sq).collect();
@@ -122,6 +128,7 @@ fn closures_and_iterators(xs: &[Tensor], scale: f64) -> Tensor {
 
 #[test]
 fn closure_and_iterator_chain_in_a_static_block() {
+    janus::set_self_check(false); // it would hide a wrong replay behind the eager result
     let xs = vec![Tensor::from_vec(vec![1.0f32, 2.0], [2]), Tensor::from_vec(vec![3.0f32, -1.0], [2])];
     for _ in 0..4 {
         assert_eq!(vals(&closures_and_iterators(&xs, 0.5)), [5.0, 2.5]);
@@ -129,13 +136,13 @@ fn closure_and_iterator_chain_in_a_static_block() {
     assert!(frag("closures_and_iterators").iter().any(|f| f.hits > 0), "{}", janus::explain());
 }
 
-#[janus(max_variants = 4, min_ops = 1)]
+#[janus(max_variants = 4, min_ops = 1, speculate = false)]
 fn sgd_constant_lr(w: &Tensor, g: &Tensor, lr: f64) -> Tensor {
     let w2 = w - g * lr;
     w2
 }
 
-#[janus(min_ops = 1, dynamic(lr))]
+#[janus(min_ops = 1, dynamic(lr), speculate = false)]
 fn sgd_dynamic_lr(w: &Tensor, g: &Tensor, lr: f64) -> Tensor {
     let w2 = w - g * lr;
     w2
@@ -143,6 +150,7 @@ fn sgd_dynamic_lr(w: &Tensor, g: &Tensor, lr: f64) -> Tensor {
 
 #[test]
 fn host_scalars_key_the_cache_unless_dynamic() {
+    janus::set_self_check(false); // it would hide a wrong replay behind the eager result
     let w = Tensor::from_vec(vec![1.0f64, 2.0], [2]);
     let g = Tensor::from_vec(vec![0.5f64, -1.0], [2]);
     for k in 0..12 {
@@ -159,7 +167,7 @@ fn host_scalars_key_the_cache_unless_dynamic() {
     assert_eq!(dynamic.hits, 10);
 }
 
-#[janus(min_ops = 1)]
+#[janus(min_ops = 1, speculate = false)]
 #[allow(clippy::needless_range_loop)] // indexing `xs[t]` is the point: places as inputs
 fn collect_states(xs: &[Tensor]) -> Vec<Tensor> {
     let mut hs = Vec::new();
@@ -173,6 +181,7 @@ fn collect_states(xs: &[Tensor]) -> Vec<Tensor> {
 
 #[test]
 fn in_out_locals_are_restored_on_replay() {
+    janus::set_self_check(false); // it would hide a wrong replay behind the eager result
     let xs: Vec<Tensor> = (0..6).map(|k| Tensor::full([2], k as f64 * 0.1)).collect();
     let want = janus::with_mode(Mode::Eager, || collect_states(&xs));
     for _ in 0..3 {
@@ -189,7 +198,7 @@ fn next_count() -> f64 {
     COUNTER.fetch_add(1, Ordering::SeqCst) as f64
 }
 
-#[janus(min_ops = 1)]
+#[janus(min_ops = 1, speculate = false)]
 fn impure(x: &Tensor) -> Tensor {
     let y = x + next_count();
     y
@@ -197,6 +206,7 @@ fn impure(x: &Tensor) -> Tensor {
 
 #[test]
 fn constants_from_impure_code_are_never_baked_in() {
+    janus::set_self_check(false); // it would hide a wrong replay behind the eager result
     let x = Tensor::zeros([1]);
     let start = COUNTER.load(Ordering::SeqCst) as f64;
     for k in 0..6 {
@@ -211,13 +221,13 @@ fn constants_from_impure_code_are_never_baked_in() {
     );
 }
 
-#[janus(min_ops = 1)]
+#[janus(min_ops = 1, speculate = false)]
 fn inner_cell(h: &Tensor) -> Tensor {
     let y = (h * 0.5).tanh();
     y
 }
 
-#[janus(min_ops = 1)]
+#[janus(min_ops = 1, speculate = false)]
 fn outer_cell(h: &Tensor) -> Tensor {
     let a = inner_cell(h) + 1.0;
     let b = inner_cell(&a) * 2.0;
@@ -226,6 +236,7 @@ fn outer_cell(h: &Tensor) -> Tensor {
 
 #[test]
 fn janus_functions_called_inside_a_recording_record_inline() {
+    janus::set_self_check(false); // it would hide a wrong replay behind the eager result
     let h = Tensor::from_vec(vec![0.2f32, -0.4], [2]);
     let want = janus::with_mode(Mode::Eager, || outer_cell(&h));
     for _ in 0..5 {
@@ -244,7 +255,7 @@ fn janus_functions_called_inside_a_recording_record_inline() {
     );
 }
 
-#[janus(min_ops = 1)]
+#[janus(min_ops = 1, speculate = false)]
 fn maybe_bad(x: &Tensor, y: &Tensor) -> Tensor {
     let z = (x + y).exp();
     z
@@ -252,6 +263,7 @@ fn maybe_bad(x: &Tensor, y: &Tensor) -> Tensor {
 
 #[test]
 fn a_panic_inside_a_recording_leaves_later_calls_correct() {
+    janus::set_self_check(false); // it would hide a wrong replay behind the eager result
     let x = Tensor::ones([3]);
     let bad = Tensor::ones([4]);
     for _ in 0..3 {
@@ -266,13 +278,14 @@ fn a_panic_inside_a_recording_leaves_later_calls_correct() {
 }
 
 /// Two ops on small tensors: a replay would cost more than it saves.
-#[janus]
+#[janus(speculate = false)]
 fn tiny(x: &Tensor) -> Tensor {
     (x * 2.0).tanh()
 }
 
 #[test]
 fn blocks_too_small_to_pay_off_run_eagerly_and_large_ones_compile() {
+    janus::set_self_check(false); // it would hide a wrong replay behind the eager result
     let small = Tensor::from_vec(vec![0.5f32, -1.0], [2]);
     for _ in 0..5 {
         assert!(close(&tiny(&small), &(&small * 2.0).tanh()));
@@ -290,7 +303,7 @@ fn blocks_too_small_to_pay_off_run_eagerly_and_large_ones_compile() {
     assert!(frag("tiny_large")[0].hits > 0, "{}", janus::explain());
 }
 
-#[janus]
+#[janus(speculate = false)]
 fn tiny_large(x: &Tensor) -> Tensor {
     (x * 2.0).tanh()
 }
@@ -304,7 +317,7 @@ struct Deep {
     scale: f64,
 }
 
-#[janus(min_ops = 1)]
+#[janus(min_ops = 1, speculate = false)]
 fn deep(m: &Deep, x: &Tensor) -> Tensor {
     let mut h = x * m.scale;
     for _ in 0..m.depth {
@@ -315,6 +328,7 @@ fn deep(m: &Deep, x: &Tensor) -> Tensor {
 
 #[test]
 fn host_fields_of_a_module_key_the_cache_including_loop_trip_counts() {
+    janus::set_self_check(false); // it would hide a wrong replay behind the eager result
     janus::manual_seed(3);
     let x = Tensor::randn_dtype([2, 3], DType::F64);
     let mut m = Deep { w: Tensor::randn_dtype([3, 3], DType::F64), depth: 1, scale: 1.0 };
@@ -329,7 +343,7 @@ fn host_fields_of_a_module_key_the_cache_including_loop_trip_counts() {
     assert!(f.hits >= 6, "{} hits", f.hits);
 }
 
-#[janus(min_ops = 1, max_variants = 1)]
+#[janus(min_ops = 1, max_variants = 1, speculate = false)]
 fn one_variant(x: &Tensor) -> Tensor {
     let y = x.tanh() * x.square();
     y
@@ -337,6 +351,7 @@ fn one_variant(x: &Tensor) -> Tensor {
 
 #[test]
 fn the_variant_limit_names_what_changed_when_no_input_did() {
+    janus::set_self_check(false); // it would hide a wrong replay behind the eager result
     let x = Tensor::from_vec(vec![0.3f64, -0.7], [2]).requires_grad();
     for _ in 0..3 {
         no_grad(|| one_variant(&x));
@@ -352,7 +367,7 @@ fn the_variant_limit_names_what_changed_when_no_input_did() {
     );
 }
 
-#[janus(min_ops = 1)]
+#[janus(min_ops = 1, speculate = false)]
 fn shifted(x: &Tensor, k: i64) -> Tensor {
     let y = (x + k as f64).tanh() * 2.0;
     y
@@ -360,6 +375,7 @@ fn shifted(x: &Tensor, k: i64) -> Tensor {
 
 #[test]
 fn negative_and_non_negative_integers_are_different_keys() {
+    janus::set_self_check(false); // it would hide a wrong replay behind the eager result
     let x = Tensor::from_vec(vec![0.5f64, -0.25], [2]);
     // -1 and 0, -2 and 1 once shared a key word (the high half of the i128 folded in).
     for k in [0, 0, 0, -1, -1, 1, -2, -2, 1] {

@@ -1,4 +1,6 @@
-//! 8 threads x 500 calls on the same fragments give results identical to one thread.
+//! 8 threads x 500 calls on the same fragments give results identical to one thread. The
+//! sampled self-check is off: a checked call returns the eager result, which may differ from a
+//! replay in the last bits, and which calls are checked depends on how the threads interleave.
 
 use janus::prelude::*;
 
@@ -26,6 +28,7 @@ fn run(c: &Cell, xs: &[Tensor]) -> Vec<f32> {
 
 #[test]
 fn eight_threads_agree_with_one() {
+    janus::set_self_check(false);
     janus::manual_seed(21);
     let c = Cell { w: Tensor::randn([3, 6]) * 0.5, u: Tensor::randn([6, 6]) * 0.5, b: Tensor::randn([6]) };
     let xs: Vec<Tensor> = (0..5).map(|_| Tensor::randn([2, 3])).collect();

@@ -120,6 +120,14 @@ impl Policy {
     }
 }
 
+impl Policy {
+    /// The same weights on `device` (still gradient leaves).
+    pub fn to_device(&self, d: Device) -> Policy {
+        let mv = |t: &Tensor| no_grad(|| t.to_device(d)).requires_grad();
+        Policy { w1: mv(&self.w1), b1: mv(&self.b1), w2: mv(&self.w2), b2: mv(&self.b2) }
+    }
+}
+
 impl Default for Policy {
     fn default() -> Self {
         Policy::new()
@@ -132,6 +140,14 @@ impl Default for Policy {
 pub fn act(p: &Policy, obs: &Tensor) -> usize {
     let action = p.logits(obs).softmax(1).multinomial();
     action.to_vec::<i64>()[0] as usize
+}
+
+/// Batched inference and sampling for `N` environments stepped in lockstep: one action per row
+/// of `obs` (`[N, 4]`).
+#[janus]
+pub fn act_batch(p: &Policy, obs: &Tensor) -> Vec<usize> {
+    let actions = p.logits(obs).softmax(1).multinomial();
+    actions.to_vec::<i64>().into_iter().map(|a| a as usize).collect()
 }
 
 /// One REINFORCE step on an episode padded to a multiple of [`BUCKET`] rows (padding rows have
@@ -216,4 +232,61 @@ pub fn run_episode<O: Optimizer>(p: &mut Policy, opt: &mut O, env: &mut CartPole
         update_s: t1.elapsed().as_secs_f64(),
         loss,
     }
+}
+
+/// One round of `envs.len()` episodes run in lockstep with batched inference on the CPU copy
+/// `acting` of the policy, then one update of `p` (on its own device) over all of them, each
+/// padded to a multiple of [`BUCKET`] rows and stacked; `acting` then takes `p`'s new weights.
+/// Returns the episodes' lengths, the rollout seconds and the update seconds.
+pub fn run_round<O: Optimizer>(
+    p: &mut Policy,
+    acting: &mut Policy,
+    opt: &mut O,
+    envs: &mut [CartPole],
+) -> (Vec<usize>, f64, f64, f32) {
+    let t0 = std::time::Instant::now();
+    let n = envs.len();
+    let mut obs: Vec<[f32; 4]> = envs.iter_mut().map(CartPole::reset).collect();
+    let (mut logs, mut acts): (Vec<Vec<[f32; 4]>>, Vec<Vec<usize>>) =
+        (vec![Vec::new(); n], vec![Vec::new(); n]);
+    let mut live: Vec<usize> = (0..n).collect();
+    while !live.is_empty() {
+        // Every environment's row, finished ones included (their actions are ignored), so the
+        // batch keeps one shape and `act_batch` one compiled variant.
+        let batch: Vec<f32> = obs.iter().flatten().copied().collect();
+        let a = no_grad(|| act_batch(acting, &Tensor::from_vec(batch, [n, OBS])));
+        let mut still = Vec::with_capacity(live.len());
+        for &e in &live {
+            logs[e].push(obs[e]);
+            acts[e].push(a[e]);
+            let (next, done) = envs[e].step(a[e]);
+            obs[e] = next;
+            if !done {
+                still.push(e);
+            }
+        }
+        live = still;
+    }
+    let t1 = std::time::Instant::now();
+    let device = p.w1.device();
+    let mut parts: Vec<(Tensor, Tensor, Tensor)> =
+        (0..n).map(|e| episode_tensors(&logs[e], &acts[e])).collect();
+    // Zero-return padding up to a multiple of BUCKET * n rows bounds the update's shapes.
+    let rows: usize = parts.iter().map(|p| p.0.dims()[0]).sum();
+    let pad = rows.div_ceil(BUCKET * n) * BUCKET * n - rows;
+    if pad > 0 {
+        parts.push((
+            Tensor::zeros([pad, OBS]),
+            Tensor::zeros_dtype([pad, 1], DType::I64),
+            Tensor::zeros([pad]),
+        ));
+    }
+    let cat = |f: &dyn Fn(&(Tensor, Tensor, Tensor)) -> &Tensor| {
+        let v: Vec<&Tensor> = parts.iter().map(f).collect();
+        Tensor::cat(&v, 0).to_device(device)
+    };
+    let (o, a, g) = (cat(&|t| &t.0), cat(&|t| &t.1), cat(&|t| &t.2));
+    let loss = update(p, opt, &o, &a, &g);
+    *acting = p.to_device(Device::Cpu);
+    (acts.iter().map(Vec::len).collect(), (t1 - t0).as_secs_f64(), t1.elapsed().as_secs_f64(), loss)
 }

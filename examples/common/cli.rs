@@ -17,7 +17,7 @@ pub struct Args {
 pub type Flag = (&'static str, &'static str, &'static str);
 
 /// `--device`, which every example takes.
-pub const DEVICE_FLAG: Flag = ("device", "cpu", "cpu (cuda is not in this build)");
+pub const DEVICE_FLAG: Flag = ("device", "cpu", "cpu | cuda | cuda:N | best");
 
 /// `--mode` of the examples that compare modes (see [`Args::modes`]).
 pub const MODES_FLAG: Flag =
@@ -99,11 +99,11 @@ impl Args {
         }
     }
 
-    /// `--device`, which must be available in this build.
+    /// `--device`, which must be available on this machine.
     pub fn device(&self) -> Device {
         let d: Device = self.get("device");
         if !d.is_available() {
-            fail(&format!("device `{d}` is not available: this build of janus runs on the CPU only"));
+            fail(&format!("device `{d}` is not available: {}", janus::cuda::info()));
         }
         d
     }
@@ -179,4 +179,11 @@ pub fn median(xs: &mut [f64]) -> f64 {
     xs.sort_by(f64::total_cmp);
     let n = xs.len();
     if n % 2 == 1 { xs[n / 2] } else { 0.5 * (xs[n / 2 - 1] + xs[n / 2]) }
+}
+
+/// The staging coverage of the calls since `warm`, a `janus::stats()` snapshot taken after
+/// warm-up (recordings and compiles done): which share of the ops in blocks that can stage ran
+/// inside compiled graphs, and the ops reported apart.
+pub fn coverage_since(warm: &janus::Stats) -> String {
+    format!("staging after warm-up: {}", janus::stats().since(warm).coverage_summary())
 }

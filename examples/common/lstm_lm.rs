@@ -60,8 +60,8 @@ pub fn logits(m: &LstmLm, h: &Tensor) -> Tensor {
 /// Mean cross-entropy over all T x B positions; `xs[t]` is one-hot `[B, V]`, `ys[t]` `[B]`.
 pub fn loss(m: &LstmLm, xs: &[Tensor], ys: &[Tensor]) -> Tensor {
     let (bsz, hid) = (xs[0].dims()[0], m.wh.dims()[0]);
-    let mut h = Tensor::zeros([bsz, hid]);
-    let mut c = Tensor::zeros([bsz, hid]);
+    let mut h = Tensor::zeros_on([bsz, hid], xs[0].device());
+    let mut c = Tensor::zeros_on([bsz, hid], xs[0].device());
     let mut total = Tensor::scalar(0.0);
     for t in 0..xs.len() {
         let g = xs[t].matmul(&m.wx) + h.matmul(&m.wh) + &m.b;
@@ -74,6 +74,12 @@ pub fn loss(m: &LstmLm, xs: &[Tensor], ys: &[Tensor]) -> Tensor {
 }
 
 impl LstmLm {
+    /// The same model with every parameter on `device` (still a gradient leaf).
+    pub fn to_device(&self, device: Device) -> Self {
+        let mv = |t: &Tensor| no_grad(|| t.to_device(device)).requires_grad();
+        LstmLm { wx: mv(&self.wx), wh: mv(&self.wh), b: mv(&self.b), wy: mv(&self.wy), by: mv(&self.by) }
+    }
+
     /// The parameters in the order of [`flat_sgd_step`]'s inputs.
     pub fn params(&self) -> Vec<Tensor> {
         vec![self.wx.clone(), self.wh.clone(), self.b.clone(), self.wy.clone(), self.by.clone()]
@@ -110,18 +116,19 @@ pub fn sgd_step(m: &mut LstmLm, xs: &[Tensor], ys: &[Tensor], lr: f64) -> f32 {
     l.item()
 }
 
-/// The same step written imperatively under `#[janus]`, defined twice: `janus_sgd_step`
-/// stages the time loop (its body is all static) and records it unrolled, so the forward pass
-/// is one cached graph per sequence length; `janus_sgd_step_host_loop` (`unroll = false`) keeps
-/// the loop on the host, its body (one LSTM step) a cached graph of its own. The update is
-/// another graph in both.
+/// The same step written imperatively under `#[janus]`, defined three times: `janus_sgd_step`
+/// is speculated, the whole step one graph (forward, backward, update); with `speculate =
+/// false` (`janus_sgd_step_fragments`) it runs as blocks: the time loop (its body is all
+/// static) recorded unrolled, so the forward pass is one cached graph per sequence length,
+/// and the update another; `janus_sgd_step_host_loop` (`unroll = false`, not speculated)
+/// keeps the loop on the host, its body (one LSTM step) a cached graph of its own.
 macro_rules! janus_sgd_step {
     ($name:ident, $($opt:tt)*) => {
         #[janus($($opt)*)]
         pub fn $name(m: &mut LstmLm, xs: &[Tensor], ys: &[Tensor], lr: f64) -> f32 {
             let (bsz, hid) = (xs[0].dims()[0], m.wh.dims()[0]);
-            let mut h = Tensor::zeros([bsz, hid]);
-            let mut c = Tensor::zeros([bsz, hid]);
+            let mut h = Tensor::zeros_on([bsz, hid], xs[0].device());
+            let mut c = Tensor::zeros_on([bsz, hid], xs[0].device());
             let mut total = Tensor::scalar(0.0);
             for t in 0..xs.len() {
                 let g = xs[t].matmul(&m.wx) + h.matmul(&m.wh) + &m.b;
@@ -138,7 +145,31 @@ macro_rules! janus_sgd_step {
     };
 }
 janus_sgd_step!(janus_sgd_step,);
-janus_sgd_step!(janus_sgd_step_host_loop, unroll = false);
+janus_sgd_step!(janus_sgd_step_fragments, speculate = false);
+janus_sgd_step!(janus_sgd_step_host_loop, unroll = false, speculate = false);
+
+/// The step with gradient clipping (`clip_grad_norm_` at 5.0 written as a host decision): the
+/// decision is an assert of the speculated graph.
+#[janus]
+pub fn janus_sgd_step_clipped(m: &mut LstmLm, xs: &[Tensor], ys: &[Tensor], lr: f64) -> f32 {
+    let loss = loss(m, xs, ys);
+    let grads = loss.backward();
+    let g: Vec<Tensor> = m.params().iter().map(|p| grads.get(p).unwrap().clone()).collect();
+    let norm = g.iter().map(|t| t.square().sum_all()).fold(Tensor::scalar(0.0), |a, b| a + b).sqrt();
+    let mut step = Tensor::scalar(lr as f32);
+    if norm.item() > 5.0 {
+        step = Tensor::scalar(lr as f32 * 5.0) / &norm;
+    }
+    let upd = |p: &Tensor, g: &Tensor| no_grad(|| p - g * &step).requires_grad();
+    *m = LstmLm {
+        wx: upd(&m.wx, &g[0]),
+        wh: upd(&m.wh, &g[1]),
+        b: upd(&m.b, &g[2]),
+        wy: upd(&m.wy, &g[3]),
+        by: upd(&m.by, &g[4]),
+    };
+    loss.item()
+}
 
 /// Pre-generated batches of a periodic synthetic text (period 97), as in the refbench: the
 /// one-hot inputs and targets are prepared outside the timed step.
@@ -173,6 +204,14 @@ impl Batches {
             ys.push((0..T).map(|t| tok(t + 1)).collect());
         }
         Batches { xs, ys }
+    }
+
+    /// The same batches on `device`.
+    pub fn to_device(&self, device: Device) -> Self {
+        let mv = |v: &Vec<Vec<Tensor>>| {
+            v.iter().map(|b| b.iter().map(|t| t.to_device(device)).collect()).collect()
+        };
+        Batches { xs: mv(&self.xs), ys: mv(&self.ys) }
     }
 
     /// Batch `k` (cycling), as `(inputs, targets)`.

@@ -124,6 +124,33 @@ impl TreeRnn {
     }
 }
 
+impl TreeRnn {
+    /// The same weights on `device` (still gradient leaves).
+    pub fn to_device(&self, d: Device) -> TreeRnn {
+        let mv = |t: &Tensor| no_grad(|| t.to_device(d)).requires_grad();
+        TreeRnn {
+            emb: mv(&self.emb),
+            wl: mv(&self.wl),
+            wr: mv(&self.wr),
+            b: mv(&self.b),
+            wo: mv(&self.wo),
+            bo: mv(&self.bo),
+        }
+    }
+}
+
+/// A copy of an example with its index tensors on `device` (trees hold immutable handles, so
+/// a copy on the same device is cheap).
+pub fn example_on((t, y): &(Tree, Tensor), d: Device) -> (Tree, Tensor) {
+    fn go(t: &Tree, d: Device) -> Tree {
+        match t {
+            Tree::Leaf(w, x) => Tree::Leaf(*w, x.to_device(d)),
+            Tree::Node(l, r) => Tree::Node(Box::new(go(l, d)), Box::new(go(r, d))),
+        }
+    }
+    (go(t, d), y.to_device(d))
+}
+
 impl Default for TreeRnn {
     fn default() -> Self {
         TreeRnn::new()
@@ -153,7 +180,7 @@ pub fn classify(p: &TreeRnn, h: &Tensor) -> Tensor {
 /// One optimiser step on a minibatch; returns the mean loss.
 #[janus]
 pub fn train_step<O: Optimizer>(p: &mut TreeRnn, opt: &mut O, batch: &[(Tree, Tensor)]) -> f32 {
-    let mut total = Tensor::scalar(0.0);
+    let mut total = Tensor::scalar(0.0); // a rank-0 CPU scalar joins any device
     for (t, y) in batch {
         let h = encode(t, p);
         total += classify(p, &h).cross_entropy(y);

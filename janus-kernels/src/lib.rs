@@ -1,4 +1,4 @@
-//! janus-kernels: compute on CPU buffers. Knows shapes, strides and dtypes; knows nothing of
+//! janus-kernels: compute on CPU buffers and CUDA device memory. Knows shapes, strides and dtypes; knows nothing of
 //! tensors, graphs, tapes or macros (those live in `janus-runtime`).
 //!
 //! - [`strided`]: elementwise maps over broadcast/strided operands (rayon above a size threshold).
@@ -7,9 +7,12 @@
 //! - [`matmul`]: GEMM through the `gemm` crate with transposes folded into strides.
 //! - [`index`]: `index_select`, `gather`, their adjoints, `one_hot`.
 //! - [`philox`]: the counter-based Philox 4x32-10 random stream.
+//! - [`cuda`]: the same kernels on CUDA devices (generated from the same programs where
+//!   they are elementwise), loaded at run time.
 #![warn(missing_docs)]
 
 pub mod buffer;
+pub mod cuda;
 pub mod dtype;
 pub mod fused;
 pub mod index;

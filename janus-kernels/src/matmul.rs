@@ -77,6 +77,7 @@ pub fn matmul<T: Float>(
         if !accumulate {
             dst.fill(T::ZERO);
         }
+        dst.iter_mut().for_each(|x| *x += T::ZERO); // `c + 0`, as below
         return;
     }
     // The raw-pointer GEMM below trusts these bounds.
@@ -87,6 +88,7 @@ pub fn matmul<T: Float>(
         let l = &lhs[lhs_layout.offset + b * lhs_layout.batch_stride..];
         let r = &rhs[rhs_layout.offset + b * rhs_layout.batch_stride..];
         if m == 1 && gemv(n, k, l, lhs_layout.col_stride, r, rhs_layout, d, accumulate) {
+            d.iter_mut().for_each(|x| *x += T::ZERO); // see below
             return;
         }
         // SAFETY: the asserts above bound every element gemm reads through (ptr, strides) for
@@ -114,6 +116,13 @@ pub fn matmul<T: Float>(
                 par,
             )
         }
+        // Each element is `(+0.0) + Σ products` (`c + ((+0.0) + Σ)` when accumulating),
+        // whichever microkernel gemm picked for these strides: some start from a zero
+        // accumulator and some from the first product, which differ on a sum of `-0.0`s, and an
+        // accumulating product must equal the product added to `c` afterwards (the GEMM
+        // epilogue). Without this, eager and compiled runs of one product could disagree on the
+        // sign of a zero.
+        d.iter_mut().for_each(|x| *x += T::ZERO);
     };
     let threads = if crate::parallel::allowed() { rayon::current_num_threads() } else { 1 };
     if batch > 1 && flops * batch >= PARALLEL_MIN_FLOPS && threads > 1 {

@@ -88,8 +88,8 @@ pub(crate) fn expand(input: &DeriveInput) -> syn::Result<TokenStream> {
             }
         }
         #[automatically_derived]
-        impl #impl_g ::janus::rt::Input for #name #ty_g #where_g {
-            fn probe(&self, __p: &mut ::janus::rt::Prober) {
+        impl #impl_g ::janus::__private::Input for #name #ty_g #where_g {
+            fn probe(&self, __p: &mut ::janus::__private::Prober) {
                 __p.module(self);
             }
         }

@@ -20,6 +20,7 @@ fn st_dtype(d: DType) -> StDtype {
 }
 
 fn to_bytes(t: &Tensor) -> Vec<u8> {
+    crate::recorder::host_read("save");
     match t.dtype() {
         DType::F32 => t.contiguous_slice::<f32>().iter().flat_map(|v| v.to_le_bytes()).collect(),
         DType::F64 => t.contiguous_slice::<f64>().iter().flat_map(|v| v.to_le_bytes()).collect(),

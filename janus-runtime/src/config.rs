@@ -1,4 +1,6 @@
-//! Configuration, read once from the environment into a typed `Config`.
+//! Configuration, read once from the environment into a typed `Config`, and the execution
+//! [`Mode`] of `#[janus]` functions (the default from `JANUS_MODE`, overridden per thread, so
+//! tests running in parallel threads do not interfere).
 //!
 //! | variable | meaning |
 //! |---|---|
@@ -6,9 +8,11 @@
 //! | `JANUS_VERIFY=1` | verify graphs between passes (on by default in debug builds) |
 //! | `JANUS_SERIAL=1` | run compiled steps on the calling thread only (no two-worker schedule) |
 //! | `JANUS_MODE=eager\|janus\|check` | how `#[janus]` functions run (default `janus`) |
-//! | `JANUS_CHECK_EVERY=N` | in `janus` mode, also check every N-th replay against eager execution |
+//! | `JANUS_CHECK_EVERY=N` | in `janus` mode, also check every N-th replay of each variant against eager execution |
+//! | `JANUS_SELF_CHECK=0` | turn off the sampled self-check (replays 1, 2, 4, ..., 4096, then every 4096th) |
 //! | `JANUS_LOG=info\|explain\|debug` | log staging decisions to stderr (installs a logger if none is set) |
 
+use std::cell::Cell;
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
@@ -22,9 +26,11 @@ pub struct Config {
     /// Never run compiled steps on two workers.
     pub serial: bool,
     /// The default mode of `#[janus]` functions.
-    pub mode: crate::rt::Mode,
-    /// Check every N-th replay against eager execution (0: never).
+    pub mode: Mode,
+    /// Check every N-th replay of each variant against eager execution (0: never).
     pub check_every: u64,
+    /// The sampled self-check (see `rt::check`): on unless `JANUS_SELF_CHECK=0`.
+    pub self_check: bool,
     /// Requested log level, if any.
     pub log: Option<log::LevelFilter>,
 }
@@ -37,17 +43,18 @@ pub fn config() -> &'static Config {
         verify: cfg!(debug_assertions) || std::env::var("JANUS_VERIFY").is_ok_and(|v| v == "1"),
         serial: std::env::var("JANUS_SERIAL").is_ok_and(|v| v == "1"),
         mode: match std::env::var("JANUS_MODE").as_deref() {
-            Ok("eager") => crate::rt::Mode::Eager,
-            Ok("check") => crate::rt::Mode::Check,
-            Ok("janus") | Err(_) => crate::rt::Mode::Janus,
+            Ok("eager") => Mode::Eager,
+            Ok("check") => Mode::Check,
+            Ok("janus") | Err(_) => Mode::Janus,
             Ok(other) => {
                 eprintln!(
                     "janus: unknown JANUS_MODE `{other}` (expected eager, janus or check); using janus"
                 );
-                crate::rt::Mode::Janus
+                Mode::Janus
             }
         },
         check_every: std::env::var("JANUS_CHECK_EVERY").ok().and_then(|v| v.parse().ok()).unwrap_or(0),
+        self_check: std::env::var("JANUS_SELF_CHECK").map_or(true, |v| v != "0"),
         log: match std::env::var("JANUS_LOG").as_deref() {
             Ok("debug") => Some(log::LevelFilter::Debug),
             Ok("info") | Ok("explain") => Some(log::LevelFilter::Info),
@@ -78,4 +85,45 @@ pub(crate) fn init_logging() {
             log::set_max_level(level);
         }
     });
+}
+
+// ---- the execution mode of `#[janus]` functions -------------------------------------------
+// (here, in the leaf every layer may read, so nothing below `rt` depends on `rt`.)
+
+/// Execution mode of `#[janus]` functions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum Mode {
+    /// Run every statement eagerly, as without the attribute.
+    Eager,
+    /// Run static blocks as cached compiled graphs (the default).
+    #[default]
+    Janus,
+    /// Run compiled graphs *and* the original statements, and panic on the first mismatch.
+    Check,
+}
+
+thread_local! {
+    static OVERRIDE: Cell<Option<Mode>> = const { Cell::new(None) };
+}
+
+/// The mode on this thread.
+pub fn mode() -> Mode {
+    OVERRIDE.with(Cell::get).unwrap_or_else(|| config().mode)
+}
+
+/// Sets the mode for this thread (other threads keep theirs).
+pub fn set_mode(m: Mode) {
+    OVERRIDE.with(|o| o.set(Some(m)));
+}
+
+/// Runs `f` in mode `m` on this thread, then restores the previous mode (even on panic).
+pub fn with_mode<R>(m: Mode, f: impl FnOnce() -> R) -> R {
+    struct Restore(Option<Mode>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            OVERRIDE.with(|o| o.set(self.0));
+        }
+    }
+    let _restore = Restore(OVERRIDE.with(|o| o.replace(Some(m))));
+    f()
 }

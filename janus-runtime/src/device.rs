@@ -13,17 +13,24 @@ pub enum Device {
 }
 
 impl Device {
-    /// The fastest device available: CUDA when a driver and a CUDA-enabled build are present,
-    /// otherwise the CPU. Never panics.
-    ///
-    /// This build has no CUDA backend yet, so it always returns [`Device::Cpu`].
+    /// The fastest device available: `Cuda(0)` when a CUDA driver and device are present and
+    /// the device initialises, otherwise the CPU. Never panics.
     pub fn best() -> Device {
-        Device::Cpu
+        if Device::Cuda(0).is_available() { Device::Cuda(0) } else { Device::Cpu }
     }
 
-    /// Whether tensors can be created on this device in this build and on this machine.
+    /// Whether tensors can be created on this device on this machine (for CUDA: a driver, the
+    /// device, and a context that initialises). Never panics.
     pub fn is_available(self) -> bool {
-        matches!(self, Device::Cpu)
+        match self {
+            Device::Cpu => true,
+            Device::Cuda(n) => janus_kernels::cuda::device(n).is_ok(),
+        }
+    }
+
+    /// Number of CUDA devices on this machine (0 without a driver). Never panics.
+    pub fn cuda_count() -> usize {
+        janus_kernels::cuda::device_count()
     }
 }
 

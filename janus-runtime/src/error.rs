@@ -16,6 +16,7 @@ thread_local! {
 #[cold]
 pub(crate) fn op_panic(op: &str, detail: std::fmt::Arguments<'_>) -> ! {
     let at = Location::caller();
+    crate::panics::note_panic(); // a recording that catches this is unusable (see `panics`)
     let outer = COMPOSITE.with(Cell::get).filter(|&c| c != op).map(|c| format!("{c}: ")).unwrap_or_default();
     panic!("janus::{outer}{op}: {detail} (called at {}:{}:{})", at.file(), at.line(), at.column())
 }
@@ -54,7 +55,7 @@ pub enum DeviceError {
         /// The requested device.
         device: Device,
         /// Why it cannot be used.
-        reason: &'static str,
+        reason: String,
     },
 }
 

@@ -1,42 +1,67 @@
 //! janus-runtime: `Tensor`, its ops and their gradients, eager execution with tape autograd,
+//! tracing, graphs, passes, compiled executors (CPU and CUDA), the runtime behind `#[janus]`,
 //! modules, layers, optimisers and checkpoints.
 //!
 //! Users depend on the `janus` facade crate, which re-exports this crate and the macros.
+//!
+//! The modules follow the pipeline, and imports point down it only (`tests/layering.rs`
+//! checks this):
+//!
+//! | layer | modules |
+//! |---|---|
+//! | leaves | `config` (with [`Mode`]), `error`, `device`, `shape`, `layout`, `panics` |
+//! | the value core | `tensor`, `storage`, `recorder`, `ops`, `api`, `autograd`, `backend`, `random`, `module`, `nn`, `checkpoint`, `cuda` |
+//! | graph IR | `graph` (nodes, fused programs, verify, dumps) |
+//! | recording and passes | `trace`, `passes` |
+//! | symbolic derivation | `grad_graph` (backward graphs from the VJP rules) |
+//! | execution | `exec` (lowering, memory plan, CPU and CUDA backends) |
+//! | compilation | `compile` (optimise + lower + lazy backward; `trace()`) |
+//! | the `#[janus]` runtime | `rt` |
+//! | library above `rt` | `optim` (optimisers are `#[janus]` inputs) |
 #![warn(missing_docs)]
 
-mod api;
-pub use api::Scalar;
-pub mod autodiff;
-mod autograd;
-pub mod checkpoint;
+// Leaves.
 pub mod config;
 mod device;
-mod dump;
 pub mod error;
-pub mod exec;
-mod fusion;
-mod grad_sum;
-pub mod graph;
+mod layout;
+mod panics;
+mod shape;
+// The value core (tensor <-> autograd <-> ops is the one cycle allowed).
+mod api;
+mod autograd;
+mod backend;
+pub mod checkpoint;
+pub mod cuda;
 pub mod module;
 pub mod nn;
 pub mod ops;
-pub mod optim;
-pub mod passes;
 mod random;
-pub mod rt;
-mod shape;
+mod recorder;
+mod storage;
 mod tensor;
+// Graph IR, recording, passes, derivation.
+pub mod grad_graph;
+pub mod graph;
+pub mod passes;
 pub mod trace;
-mod traced;
+// Execution and compilation.
+pub mod compile;
+pub mod exec;
+// What `#[janus]` code calls, and the library above it.
+pub mod optim;
+pub mod rt;
 
+pub use api::Scalar;
 pub use autograd::{Grads, is_grad_enabled, no_grad};
 pub use checkpoint::{load, save};
+pub use compile::{Compiled, OutKind, Traced, trace};
+pub use config::Mode;
 pub use device::Device;
 pub use error::{CheckpointError, DeviceError};
-pub use janus_kernels::DType;
+pub use janus_kernels::{DType, Element};
 pub use module::Module;
 pub use random::{manual_seed, set_stream_position, stream_position};
-pub use rt::{Mode, Stats, explain, mode, reset_caches, set_mode, stats, with_mode};
+pub use rt::{Stats, explain, mode, reset_caches, reset_stats, set_mode, set_self_check, stats, with_mode};
 pub use shape::{Dim, ReshapeSpec, Shape, broadcast_shapes};
 pub use tensor::Tensor;
-pub use traced::{Compiled, Traced, trace};

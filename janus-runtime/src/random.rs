@@ -69,6 +69,6 @@ pub(crate) fn take(blocks: u64) -> Tensor {
     let s = current();
     STREAM.with(|c| c.set(Some(Stream { key: s.key, counter: s.counter.wrapping_add(blocks) })));
     let state = Tensor::from_buffer(CpuBuffer::I64(vec![s.key as i64, s.counter as i64]), [2].into());
-    crate::trace::record_rng_state(&state, blocks);
+    crate::recorder::rng_state(&state, blocks);
     state
 }

@@ -3,7 +3,8 @@
 
 use crate::autograd::GradMeta;
 use crate::error::bail;
-use crate::shape::{Shape, Strides};
+use crate::shape::Shape;
+pub(crate) use crate::storage::{Data, Storage};
 use crate::{DType, Device};
 use janus_kernels::{CpuBuffer, Element};
 use std::borrow::Cow;
@@ -28,44 +29,6 @@ pub(crate) struct TensorInner {
     pub(crate) grad: GradMeta,
 }
 
-/// Concrete storage plus the strided view of it this tensor presents.
-#[derive(Clone)]
-pub(crate) struct Data {
-    pub(crate) storage: Storage,
-    pub(crate) strides: Strides,
-    pub(crate) offset: usize,
-}
-
-/// Where the elements live. CUDA storage will be a second variant; everything above matches on
-/// the device through this enum only.
-#[derive(Clone)]
-pub(crate) enum Storage {
-    Cpu(Arc<CpuBuffer>),
-}
-
-impl Data {
-    /// A fresh contiguous buffer viewed whole.
-    pub(crate) fn contiguous(buf: CpuBuffer, shape: &Shape) -> Data {
-        Data { storage: Storage::Cpu(Arc::new(buf)), strides: shape.contiguous_strides(), offset: 0 }
-    }
-
-    /// A whole shared buffer viewed contiguously (no copy).
-    pub(crate) fn shared(buf: Arc<CpuBuffer>, shape: &Shape) -> Data {
-        Data { storage: Storage::Cpu(buf), strides: shape.contiguous_strides(), offset: 0 }
-    }
-
-    pub(crate) fn cpu(&self) -> &CpuBuffer {
-        match &self.storage {
-            Storage::Cpu(b) => b,
-        }
-    }
-
-    /// A view of the same storage with other strides and offset.
-    pub(crate) fn view(&self, strides: Strides, offset: usize) -> Data {
-        Data { storage: self.storage.clone(), strides, offset }
-    }
-}
-
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
 /// A fresh, never reused tensor id.
@@ -75,7 +38,8 @@ pub(crate) fn fresh_id() -> u64 {
 
 impl Tensor {
     pub(crate) fn from_parts(shape: Shape, dtype: DType, data: Option<Data>, grad: GradMeta) -> Tensor {
-        Tensor(Arc::new(TensorInner { id: fresh_id(), shape, dtype, device: Device::Cpu, data, grad }))
+        let device = data.as_ref().map_or(Device::Cpu, |d| d.storage.device());
+        Tensor(Arc::new(TensorInner { id: fresh_id(), shape, dtype, device, data, grad }))
     }
 
     /// A concrete tensor without autograd history over a fresh contiguous buffer.
@@ -140,6 +104,7 @@ impl Tensor {
         let d = self.data();
         let ptr = match &d.storage {
             Storage::Cpu(b) => Arc::as_ptr(b) as usize,
+            Storage::Cuda(b) => Arc::as_ptr(b) as usize,
         };
         (ptr, d.offset)
     }
@@ -156,15 +121,13 @@ impl Tensor {
 
     /// Whether the view is row-major contiguous (offset may be non-zero).
     pub(crate) fn is_contiguous(&self) -> bool {
+        self.layout().is_dense()
+    }
+
+    /// This view's shape, strides and offset.
+    pub(crate) fn layout(&self) -> crate::layout::Layout<'_> {
         let d = self.data();
-        let mut expect = 1;
-        for (&len, &st) in self.dims().iter().zip(&d.strides).rev() {
-            if len != 1 && st != expect {
-                return false;
-            }
-            expect *= len;
-        }
-        true
+        crate::layout::Layout::new(self.dims(), &d.strides, d.offset)
     }
 
     /// The elements in row-major order: borrowed when the view is contiguous, copied otherwise.
@@ -202,8 +165,9 @@ impl Tensor {
         if self.numel() != 1 {
             bail!("item", "expected a tensor with one element, got shape {:?}", self.shape());
         }
-        crate::trace::note_host_read("item");
-        let d = self.data();
+        crate::recorder::host_read("item");
+        let host = self.on_host();
+        let d = host.data();
         d.cpu().get_f64(d.offset)
     }
 
@@ -214,26 +178,51 @@ impl Tensor {
         if self.numel() != 1 {
             bail!("to_bool", "expected a tensor with one element, got shape {:?}", self.shape());
         }
-        crate::trace::note_host_read("to_bool");
-        let d = self.data();
-        d.cpu().get_f64(d.offset) != 0.0
+        let host = self.on_host();
+        let d = host.data();
+        let value = d.cpu().get_f64(d.offset) != 0.0;
+        // In a whole-function recording the decision becomes an assert on this predicate.
+        if !crate::recorder::assertion(self, value) {
+            crate::recorder::host_read("to_bool");
+        }
+        value
     }
 
     /// All elements in row-major order, converted to `T` when the dtype differs. A host read.
     pub fn to_vec<T: Element>(&self) -> Vec<T> {
-        crate::trace::note_host_read("to_vec");
-        if self.dtype() == T::DTYPE {
-            return self.contiguous_slice::<T>().into_owned();
+        crate::recorder::host_read("to_vec");
+        self.host_values()
+    }
+
+    /// The elements as [`to_vec`](Tensor::to_vec) returns them, without counting as a host read
+    /// (for the runtime's own use: constant folding, checkpoints).
+    pub(crate) fn host_values<T: Element>(&self) -> Vec<T> {
+        let host = self.on_host();
+        if host.dtype() == T::DTYPE {
+            return host.contiguous_slice::<T>().into_owned();
         }
-        janus_kernels::with_any_type!(self.dtype(), S => {
-            self.contiguous_slice::<S>().iter().map(|&v| T::from_f64(v.to_f64())).collect()
+        janus_kernels::with_any_type!(host.dtype(), S => {
+            host.contiguous_slice::<S>().iter().map(|&v| T::from_f64(v.to_f64())).collect()
         })
+    }
+
+    /// This tensor with its values in host memory: itself on the CPU, a copy otherwise (which
+    /// waits for the device). Not recorded, no autograd.
+    #[track_caller]
+    pub(crate) fn on_host(&self) -> Tensor {
+        match self.data().storage {
+            Storage::Cpu(_) => self.clone(),
+            Storage::Cuda(_) => crate::backend::cuda::download(self),
+        }
     }
 }
 
 impl fmt::Debug for Tensor {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "Tensor(id={}, {:?}, {}", self.id(), self.shape(), self.dtype())?;
+        if self.device() != Device::Cpu {
+            write!(f, ", {}", self.device())?;
+        }
         if self.needs_grad() {
             f.write_str(", grad")?;
         }
@@ -241,7 +230,9 @@ impl fmt::Debug for Tensor {
             return f.write_str(", symbolic)");
         }
         if self.numel() <= 16 {
-            let d = self.data();
+            crate::recorder::host_read("format"); // values reach the host, like `to_vec`
+            let host = self.on_host();
+            let d = host.data();
             let vals: Vec<String> = (0..self.numel())
                 .map(|i| {
                     let mut rest = i;

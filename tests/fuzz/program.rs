@@ -2,7 +2,26 @@
 //! interpreter, and a shrinker.
 
 use janus::prelude::*;
+use std::cell::Cell;
 use std::fmt;
+
+thread_local! {
+    static DEVICE: Cell<Device> = const { Cell::new(Device::Cpu) };
+}
+
+/// Where this thread's programs create their inputs and constants.
+#[allow(dead_code)]
+pub fn set_device(d: Device) {
+    DEVICE.with(|c| c.set(d));
+}
+
+fn device() -> Device {
+    DEVICE.with(Cell::get)
+}
+
+fn from_vec<T: janus::Element>(v: Vec<T>, shape: impl Into<Shape>) -> Tensor {
+    Tensor::from_vec_on(v, shape, device())
+}
 
 /// A small deterministic RNG (xorshift64*), independent of janus's own.
 pub struct Rng(u64);
@@ -65,6 +84,8 @@ pub enum Instr {
 #[derive(Clone)]
 pub struct Program {
     pub dtype: DType,
+    /// Whether inputs and constants include special values (signed zeros, infinities, NaN).
+    pub special: bool,
     pub inputs: Vec<(Vec<usize>, bool)>,
     pub instrs: Vec<Instr>,
     pub outputs: Vec<usize>,
@@ -72,7 +93,7 @@ pub struct Program {
 
 impl fmt::Debug for Program {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(f, "program ({}):", self.dtype)?;
+        writeln!(f, "program ({}{}):", self.dtype, if self.special { ", special values" } else { "" })?;
         for (i, (s, g)) in self.inputs.iter().enumerate() {
             writeln!(f, "  v{i} = input {s:?}{}", if *g { " requires_grad" } else { "" })?;
         }
@@ -83,11 +104,16 @@ impl fmt::Debug for Program {
     }
 }
 
-fn values(shape: &[usize], seed: u64, dtype: DType) -> Tensor {
+/// Values compiled graphs must reproduce exactly, sign of zero included.
+const SPECIAL: [f64; 5] = [0.0, -0.0, f64::INFINITY, f64::NEG_INFINITY, f64::NAN];
+
+fn values(shape: &[usize], seed: u64, dtype: DType, special: bool) -> Tensor {
     let mut r = Rng::new(seed);
     let n: usize = shape.iter().product();
-    let v: Vec<f64> = (0..n).map(|_| r.float(-1.0, 1.0)).collect();
-    Tensor::from_vec(v, shape).to_dtype(dtype)
+    let v: Vec<f64> = (0..n)
+        .map(|_| if special && r.chance(0.2) { r.pick(&SPECIAL) } else { r.float(-1.0, 1.0) })
+        .collect();
+    from_vec(v, shape).to_dtype(dtype)
 }
 
 /// The program's input tensors (deterministic), with grad flags applied.
@@ -96,7 +122,7 @@ pub fn inputs(p: &Program) -> Vec<Tensor> {
         .iter()
         .enumerate()
         .map(|(i, (s, g))| {
-            let t = values(s, 1000 + i as u64, p.dtype);
+            let t = values(s, 1000 + i as u64, p.dtype, p.special);
             if *g { t.requires_grad() } else { t }
         })
         .collect()
@@ -106,13 +132,13 @@ pub fn inputs(p: &Program) -> Vec<Tensor> {
 pub fn run(p: &Program, inputs: &[Tensor]) -> Vec<Tensor> {
     let mut v: Vec<Tensor> = inputs.to_vec();
     for ins in &p.instrs {
-        let out = apply(p.dtype, ins, &v);
+        let out = apply(p.dtype, p.special, ins, &v);
         v.push(out);
     }
     p.outputs.iter().map(|&o| v[o].clone()).collect()
 }
 
-fn apply(dtype: DType, ins: &Instr, v: &[Tensor]) -> Tensor {
+fn apply(dtype: DType, special: bool, ins: &Instr, v: &[Tensor]) -> Tensor {
     match ins {
         Instr::Unary(op, a) => {
             let x = &v[*a];
@@ -137,6 +163,7 @@ fn apply(dtype: DType, ins: &Instr, v: &[Tensor]) -> Tensor {
             let x = &v[*a];
             match *op {
                 "add" => x + *c,
+                "sub" => x - *c,
                 "rsub" => *c - x,
                 "mul" => x * *c,
                 "div" => x / (c.abs() + 0.5),
@@ -191,17 +218,17 @@ fn apply(dtype: DType, ins: &Instr, v: &[Tensor]) -> Tensor {
             if *pick == 0 { x } else { y }
         }
         Instr::Pad(a, d, b, e) => v[*a].pad(*d, *b, *e),
-        Instr::IndexSelect(a, d, idx) => v[*a].index_select(*d, &Tensor::from_vec(idx.clone(), [idx.len()])),
-        Instr::Gather(a, d, idx, shape) => v[*a].gather(*d, &Tensor::from_vec(idx.clone(), shape.clone())),
+        Instr::IndexSelect(a, d, idx) => v[*a].index_select(*d, &from_vec(idx.clone(), [idx.len()])),
+        Instr::Gather(a, d, idx, shape) => v[*a].gather(*d, &from_vec(idx.clone(), shape.clone())),
         Instr::CastOther(a) => {
             let other = if dtype == DType::F32 { DType::F64 } else { DType::F32 };
             v[*a].to_dtype(other).to_dtype(dtype)
         }
         Instr::BoolToFloat(a) => v[*a].to_dtype(dtype),
-        Instr::CrossEntropy(a, t) => v[*a].cross_entropy(&Tensor::from_vec(t.clone(), [t.len()])),
+        Instr::CrossEntropy(a, t) => v[*a].cross_entropy(&from_vec(t.clone(), [t.len()])),
         Instr::Mse(a, b) => v[*a].mse(&v[*b]),
-        Instr::Randn(s) => Tensor::randn_dtype(s.clone(), dtype),
-        Instr::Const(s, seed) => values(s, *seed, dtype),
+        Instr::Randn(s) => Tensor::randn_on(s.clone(), dtype, device()),
+        Instr::Const(s, seed) => values(s, *seed, dtype, special),
     }
 }
 
@@ -222,7 +249,8 @@ fn broadcast_partner(r: &mut Rng, s: &[usize]) -> Vec<usize> {
 pub fn generate(seed: u64) -> Program {
     let mut r = Rng::new(seed);
     let dtype = if r.chance(0.3) { DType::F64 } else { DType::F32 };
-    let mut p = Program { dtype, inputs: Vec::new(), instrs: Vec::new(), outputs: Vec::new() };
+    let special = r.chance(0.4);
+    let mut p = Program { dtype, special, inputs: Vec::new(), instrs: Vec::new(), outputs: Vec::new() };
     let n_in = 1 + r.below(3);
     for _ in 0..n_in {
         let s = random_shape(&mut r);
@@ -235,7 +263,8 @@ pub fn generate(seed: u64) -> Program {
         attempts += 1;
         let Some(ins) = propose(&mut r, &vals, dtype) else { continue };
         // Generation runs the instruction to learn its type (and to reject invalid ones).
-        let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| apply(dtype, &ins, &vals)));
+        let out =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| apply(dtype, special, &ins, &vals)));
         if let Ok(out) = out {
             vals.push(out);
             p.instrs.push(ins);
@@ -267,7 +296,10 @@ fn propose(r: &mut Rng, v: &[Tensor], dtype: DType) -> Option<Instr> {
             a,
         ),
         4 => {
-            Instr::Scalar(r.pick(&["add", "rsub", "mul", "div"]), a, (r.float(-2.0, 2.0) * 4.0).round() / 4.0)
+            // Signed zeros among the constants (`x + 0.0` is not `x` when `x` is `-0.0`).
+            let c =
+                if r.chance(0.2) { r.pick(&[0.0, -0.0]) } else { (r.float(-2.0, 2.0) * 4.0).round() / 4.0 };
+            Instr::Scalar(r.pick(&["add", "sub", "rsub", "mul", "div"]), a, c)
         }
         5..=7 => {
             // Another value of a broadcast-compatible shape, or a fresh constant.
@@ -500,5 +532,11 @@ pub fn without(p: &Program, k: usize) -> Option<Program> {
         })
         .collect();
     let outputs: Vec<usize> = p.outputs.iter().filter(|&&o| !dead[o]).map(|&o| new_index[o]).collect();
-    (!outputs.is_empty()).then(|| Program { dtype: p.dtype, inputs: p.inputs.clone(), instrs, outputs })
+    (!outputs.is_empty()).then(|| Program {
+        dtype: p.dtype,
+        special: p.special,
+        inputs: p.inputs.clone(),
+        instrs,
+        outputs,
+    })
 }

@@ -2,8 +2,12 @@
 //! the macro has to analyse (new, assigned, shadowed and destructured locals, compound
 //! assignment, `&mut` helpers, pushes into a vector, assigned fields of a `&mut` module,
 //! closures, data-dependent and host branches, `match` with expression arms, `for` and `while`
-//! loops, early returns, nested blocks, `dynamic` scalars and a variant limit of one). Every tensor local is an `f64
-//! [2, 4]`, so any expression fits anywhere, and values stay bounded through `tanh`.
+//! loops, early returns, nested blocks, `dynamic` scalars and a variant limit of one), and the
+//! shapes of issue 9: raw identifiers (keywords such as `r#type`, and `r#v3` for `v3`),
+//! `&mut` borrows (of a vector's element, a local, a module's field) held across a host
+//! statement, writes through `&mut` fields, and places in lazily evaluated positions (closure
+//! bodies, `&&` operands, loops that may run no trip). Every tensor local is an `f64 [2, 4]`, so
+//! any expression fits anywhere, and values stay bounded through `tanh`.
 
 use std::fmt::Write;
 
@@ -60,15 +64,26 @@ impl Func {
         writeln!(self.out, "{pad}{s}").unwrap();
     }
 
+    /// `name`, sometimes written as a raw identifier (`r#v3` is `v3`).
+    fn raw(&mut self, name: String) -> String {
+        if !name.starts_with("r#") && self.rng.chance(10) { format!("r#{name}") } else { name }
+    }
+
+    /// A host statement: it runs on every call and ends the block before it.
+    fn host(&mut self) {
+        self.line("let _ = format!(\"{n}\");");
+    }
+
     /// An owned `Tensor` expression of shape `[2, 4]`.
     fn expr(&mut self, d: usize) -> String {
         let vars = self.vars();
         if d == 0 || self.rng.chance(25) {
-            return match self.rng.below(4) {
-                0 => "x.clone()".into(),
-                1 => "y.clone()".into(),
-                _ => format!("{}.clone()", self.rng.pick(&vars)),
+            let v = match self.rng.below(4) {
+                0 => "x".to_string(),
+                1 => "y".to_string(),
+                _ => self.rng.pick(&vars).to_string(),
             };
+            return format!("{}.clone()", self.raw(v));
         }
         let closures: Vec<String> = self.closures.iter().flatten().cloned().collect();
         match self.rng.below(13) {
@@ -114,58 +129,95 @@ impl Func {
         let vars = self.vars();
         let nested = self.depth < 2;
         let e = self.expr(3);
-        match self.rng.below(if nested { 33 } else { 12 }) {
-            26 => {
-                let (a, b) = (self.rng.pick(&vars).to_string(), self.rng.pick(&vars).to_string());
-                self.line(&format!(
-                    "let Some(last) = hs.last().cloned() else {{ return ({a}.clone(), {b}.clone(), hs); }};"
-                ));
-                let v = self.rng.pick(&vars).to_string();
-                self.line(&format!("{v} = (&last + {e}).tanh();"));
+        match self.rng.below(if nested { 38 } else { 12 }) {
+            33 => {
+                // A keyword as a local's name.
+                let kw = ["type", "match", "loop", "fn", "in", "ref", "struct", "impl", "move", "gen"];
+                let v = format!("r#{}", kw[self.rng.below(kw.len())]);
+                self.line(&format!("let mut {v} = ({e}).tanh();"));
+                self.scopes.last_mut().unwrap().push(v);
             }
-            27 => {
-                let v = self.fresh("v");
+            34 => {
+                // A `&mut` into the vector, held across a host statement.
+                let (s, t) = (self.fresh("s"), self.fresh("t"));
                 let e2 = self.expr(2);
-                self.line(&format!("let mut {v} = if n > 1 {{ ({e}).tanh() }} else {{ ({e2}).sigmoid() }};"));
-                self.scopes.last_mut().unwrap().push(v);
+                self.line(&format!("hs.push(({e}).tanh());"));
+                match self.rng.below(3) {
+                    0 => self.line(&format!("let {s} = hs.last_mut().unwrap();")),
+                    1 => self.line(&format!("let {s} = &mut hs[0];")),
+                    _ => {
+                        let rest = self.fresh("r");
+                        self.line(&format!("let ({s}, {rest}) = hs.split_at_mut(1);"));
+                        self.line(&format!("let {s} = &mut {s}[0];"));
+                    }
+                }
+                self.line(&format!("let mut {t} = ({e2}).tanh();"));
+                self.host();
+                self.line(&format!("*{s} = (&*{s} + &{t}).sigmoid();"));
+                self.scopes.last_mut().unwrap().push(t);
             }
-            28 => {
-                let v = self.fresh("v");
-                self.line(&format!("let mut {v} = {{"));
-                self.line(&format!("    let t = ({e}).tanh();"));
-                self.line("    &t * 0.5 + t.sigmoid()");
-                self.line("};");
-                self.scopes.last_mut().unwrap().push(v);
-            }
-            29 => self.line("decay(m);"),
-            30 if vars.len() >= 2 => {
-                let (a, b) = (self.rng.pick(&vars).to_string(), self.rng.pick(&vars).to_string());
-                if a != b {
-                    self.line(&format!("std::mem::swap(&mut {a}, &mut {b});"));
+            35 => {
+                // A `&mut` to a local or to a module's field, held across a host statement; the
+                // operand is computed first, since the borrow excludes other uses.
+                let (s, t) = (self.fresh("s"), self.fresh("t"));
+                if self.rng.chance(50) {
+                    let v = self.rng.pick(&vars).to_string();
+                    let v = self.raw(v);
+                    self.line(&format!("let mut {t} = ({e}).tanh();"));
+                    self.line(&format!("let {s} = &mut {v};"));
+                    self.host();
+                    self.line(&format!("*{s} = (&*{s} * 0.5 + &{t}).tanh();"));
+                    self.scopes.last_mut().unwrap().push(t);
+                } else {
+                    self.line(&format!("let {t} = ({e}).mean(0);"));
+                    self.line(&format!("let {s} = &mut m.b;"));
+                    self.host();
+                    self.line(&format!("*{s} = (&*{s} + &{t}).tanh() * 0.5;"));
                 }
             }
-            31 => {
-                let c = self.fresh("c");
-                self.line(&format!("let mut {c} = 0;"));
-                self.line("loop {");
-                self.line(&format!("    {c} += 1;"));
-                self.line(&format!("    if {c} > n {{"));
-                self.line("        break;");
-                self.line("    }");
-                self.loops += 1;
-                self.block_of(2);
-                self.loops -= 1;
-                self.line("}");
+            36 => {
+                // A write through `&mut` to a module's field (a place, not a whole local).
+                let u = self.fresh("u");
+                self.line(&format!("let {u} = ({e}).mean(0);"));
+                self.line(&format!("bump(&mut m.b, &{u});"));
             }
-            32 => {
-                let (o, v) = (self.fresh("o"), self.rng.pick(&vars).to_string());
-                self.line(&format!("let mut {o}: Option<Tensor> = None;"));
-                self.line(&format!("if ({e}).mean_all().item() > 0.1 {{"));
-                self.line(&format!("    {o} = Some({v}.clone() * 0.5);"));
-                self.line("}");
-                self.line(&format!("if let Some(b) = &{o} {{"));
-                self.line(&format!("    {v} = (b + &{v}).tanh();"));
-                self.line("}");
+            37 => {
+                // Places in lazily evaluated positions: eager mode never evaluates `hs[0]`
+                // when `hs` is empty, so neither may the block's inputs. Whether it is empty is
+                // decided before a host statement, so the block mentions `hs` only there.
+                let (v, b) = (self.fresh("v"), self.fresh("b"));
+                self.line(&format!("let {b} = hs.is_empty();"));
+                self.host();
+                match self.rng.below(4) {
+                    0 => {
+                        let o = self.fresh("o");
+                        self.line(&format!("let {o} = {b}.then(|| ({e}).tanh());"));
+                        self.line(&format!("let mut {v} = {o}.unwrap_or_else(|| hs[0].clone() * 0.5);"));
+                    }
+                    1 => {
+                        let c = self.fresh("c");
+                        self.line(&format!("let {c} = !{b} && hs[0].dims()[0] == 2;"));
+                        self.line(&format!(
+                            "let mut {v} = if {c} {{ ({e}).tanh() }} else {{ x.sigmoid() }};"
+                        ));
+                    }
+                    2 => {
+                        let k = self.fresh("k");
+                        self.line(&format!("let {k} = if {b} {{ 0 }} else {{ n }};"));
+                        self.line(&format!("let mut {v} = ({e}).tanh();"));
+                        self.line(&format!("for _ in 0..{k} {{"));
+                        self.line(&format!("    {v} = (&{v} + &hs[0]).tanh();"));
+                        self.line("}");
+                    }
+                    _ => {
+                        let f = self.fresh("f");
+                        self.line(&format!(
+                            "let {f} = |t: &Tensor| if {b} {{ t.tanh() }} else {{ (t * &hs[0]).tanh() }};"
+                        ));
+                        self.line(&format!("let mut {v} = {f}(&{e});"));
+                    }
+                }
+                self.scopes.last_mut().unwrap().push(v);
             }
             19 if self.loops > 0 => {
                 let jump = ["break", "continue"][self.rng.below(2)];
@@ -337,9 +389,12 @@ fn function(k: usize, rng: Rng) -> String {
         format!("#[janus(min_ops = 1{limit})]")
     };
     writeln!(f.out, "{attr}").unwrap();
+    // Parameters are sometimes raw identifiers, used by their plain names in the body.
+    let [x, y, m, n, s] =
+        ["x", "y", "m", "n", "s"].map(|p| if f.rng.chance(10) { format!("r#{p}") } else { p.into() });
     writeln!(
         f.out,
-        "pub fn f{k}(x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tensor, Vec<Tensor>) {{"
+        "pub fn f{k}({x}: &Tensor, {y}: &Tensor, {m}: &mut P, {n}: usize, {s}: f64) -> (Tensor, Tensor, Vec<Tensor>) {{"
     )
     .unwrap();
     f.line("let mut hs: Vec<Tensor> = Vec::new();");

@@ -126,6 +126,7 @@ fn generated_files_are_current() {
 
 #[test]
 fn janus_agrees_with_eager_on_random_functions() {
+    janus::set_self_check(false); // it would hide a wrong replay behind the eager result
     for &(name, f) in generated::FUNCTIONS {
         for (call, &(n, s, seed)) in CALLS.iter().enumerate() {
             let want = janus::with_mode(Mode::Eager, || run(f, seed, n, s));
@@ -145,14 +146,28 @@ fn janus_agrees_with_eager_on_random_functions() {
         // Check mode compares every replay with the statements: it must accept them all.
         janus::with_mode(Mode::Check, || run(f, 9, 2, 0.5));
     }
-    // The comparison means something only if most functions really ran compiled code.
+    // The comparison means something only if most functions really ran compiled code. (With
+    // speculation on, a function that keeps failing its asserts spends several of its 8 calls
+    // profiling, at the function level and then in its blocks.)
     let stats = janus::stats();
     let replayed =
         generated::FUNCTIONS.iter().filter(|(name, _)| stats.function(name).any(|s| s.hits > 0)).count();
     assert!(
-        replayed * 10 >= generated::FUNCTIONS.len() * 9,
+        replayed * 10 >= generated::FUNCTIONS.len() * 8,
         "only {replayed} of {} functions replayed a compiled block\n{}",
         generated::FUNCTIONS.len(),
         janus::explain()
     );
+    // Speculation is on: whole functions replayed, and some of their asserts failed (the
+    // calls' data flips `if x.item() > t` decisions), all matching eager above.
+    let whole = |f: &janus::rt::FragmentStats| f.name.ends_with("#fn");
+    let speculated = stats.fragments.iter().filter(|f| whole(f) && f.hits > 0).count();
+    let failures: u64 = stats.fragments.iter().filter(|f| whole(f)).map(|f| f.assert_failures).sum();
+    println!("{speculated} functions replayed as one speculative graph; {failures} assert failures");
+    assert!(
+        speculated * 4 >= generated::FUNCTIONS.len(),
+        "only {speculated} speculated\n{}",
+        janus::explain()
+    );
+    assert!(failures > 0, "no assert failed: the fuzz does not exercise a failed speculation");
 }

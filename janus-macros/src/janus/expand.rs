@@ -1,11 +1,16 @@
-//! Expansion: every statement list of the function is partitioned (static runs, control flow,
-//! host statements); each static run with work in it becomes a fragment dispatch around the
-//! original statements (DESIGN §5), which appear once, verbatim.
+//! Expansion: every statement list of the function is partitioned (`partition.rs`: static runs,
+//! control flow, host statements); each static run with work in it becomes a fragment dispatch
+//! around the original statements (DESIGN §5), which appear once, verbatim (`emit.rs`), and
+//! control flow's bodies are expanded in turn.
 
-use super::analyze::{Env, Kind, Place, classify, mentioned, pattern_names, run_info};
+use super::classify::{Kind, leaves_borrow};
+use super::emit;
 use super::options::Options;
-use proc_macro2::{Span, TokenStream};
-use quote::{ToTokens, format_ident, quote, quote_spanned};
+use super::partition::{Segment, declare, partition};
+use super::reads::{Place, run_info};
+use super::scope::{Env, mentioned, name, pattern_names};
+use super::speculate;
+use quote::ToTokens;
 use std::collections::HashSet;
 use syn::spanned::Spanned;
 use syn::visit_mut::VisitMut;
@@ -15,8 +20,6 @@ use syn::{Block, Expr, FnArg, Ident, ItemFn, Pat, Stmt};
 pub(crate) struct Ctx {
     pub(crate) opts: Options,
     pub(crate) function: String,
-    /// `type_name` expressions of the generic parameters (and `Self`), keying every fragment.
-    pub(crate) generics: Vec<TokenStream>,
     pub(crate) next: u32,
 }
 
@@ -30,7 +33,10 @@ struct MakeMut;
 fn make_mut(p: &mut Pat) {
     match p {
         Pat::Ident(i) if i.by_ref.is_none() && i.subpat.is_none() && i.ident != "self" => {
-            i.mutability.get_or_insert_with(Default::default);
+            // The `mut` takes the name's span: with the macro's own span, rustc would treat the
+            // binding as generated and stop reporting the user's unused variables.
+            let span = i.ident.span();
+            i.mutability.get_or_insert_with(|| syn::Token![mut](span));
         }
         Pat::Type(t) => make_mut(&mut t.pat),
         _ => {}
@@ -50,12 +56,12 @@ impl VisitMut for MakeMut {
 }
 
 /// Names a pattern binds mutably (after [`MakeMut`]).
-fn mutable_names(p: &Pat) -> Vec<String> {
+pub(crate) fn mutable_names(p: &Pat) -> Vec<String> {
     struct Muts(Vec<String>);
     impl<'a> syn::visit::Visit<'a> for Muts {
         fn visit_pat_ident(&mut self, p: &'a syn::PatIdent) {
             if p.mutability.is_some() {
-                self.0.push(p.ident.to_string());
+                self.0.push(name(&p.ident));
             }
             syn::visit::visit_pat_ident(self, p);
         }
@@ -67,6 +73,21 @@ fn mutable_names(p: &Pat) -> Vec<String> {
 
 /// Rewrites the function: bindings made mutable, every block's statement lists transformed.
 pub(crate) fn function(mut f: ItemFn, ctx: &mut Ctx) -> ItemFn {
+    // Whole-function speculation: decisions instrumented, the tail read taken off, before the
+    // body's own blocks are expanded; the wrapper goes around them after.
+    let speculate = ctx.opts.speculate && speculate::can_wrap(&f);
+    ctx.opts.speculate = speculate;
+    let mut_self = f
+        .sig
+        .inputs
+        .iter()
+        .any(|a| matches!(a, FnArg::Receiver(r) if r.reference.is_some() && r.mutability.is_some()));
+    let tail_read = if speculate {
+        speculate::Instrument { next: 0 }.visit_block_mut(&mut f.block);
+        speculate::take_tail_read(&mut f.block)
+    } else {
+        None
+    };
     let mut env = Env { function: ctx.function.clone(), unroll: ctx.opts.unroll, ..Env::default() };
     for arg in f.sig.inputs.iter_mut() {
         match arg {
@@ -74,6 +95,9 @@ pub(crate) fn function(mut f: ItemFn, ctx: &mut Ctx) -> ItemFn {
                 env.declare("self".into());
                 env.references.insert("self".into());
                 env.mutable.insert("self".into());
+                if r.reference.is_some() && r.mutability.is_none() {
+                    env.shared.insert("self".into());
+                }
                 // `&mut self` becomes `mut self: &mut Self`: same receiver, mutable binding.
                 r.mutability = Some(Default::default());
                 r.reference = None;
@@ -82,11 +106,11 @@ pub(crate) fn function(mut f: ItemFn, ctx: &mut Ctx) -> ItemFn {
             FnArg::Typed(t) => {
                 make_mut(&mut t.pat);
                 for n in pattern_names(&t.pat) {
-                    env.declare(n.to_string());
+                    env.declare(name(&n));
                     if let syn::Type::Reference(r) = &*t.ty {
-                        env.references.insert(n.to_string());
+                        env.references.insert(name(&n));
                         if r.mutability.is_none() {
-                            env.shared.insert(n.to_string());
+                            env.shared.insert(name(&n));
                         }
                     }
                 }
@@ -96,115 +120,94 @@ pub(crate) fn function(mut f: ItemFn, ctx: &mut Ctx) -> ItemFn {
     }
     MakeMut.visit_block_mut(&mut f.block);
     block(&mut f.block, &env, ctx);
+    if speculate {
+        speculate::wrap(&mut f, tail_read, mut_self, ctx);
+    }
     f
 }
 
-/// Transforms one statement list.
+/// Transforms one statement list: partitions it, then emits each segment.
 fn block(b: &mut Block, parent: &Env, ctx: &mut Ctx) {
-    let mut env = parent.nested();
-    let mut stmts = std::mem::take(&mut b.stmts);
-    let tail = match stmts.last() {
-        Some(Stmt::Expr(_, None)) => stmts.pop(),
-        _ => None,
-    };
-    // Names mentioned from statement i on (the tail included): what a run must leave bound.
-    // This over-approximates liveness on purpose: a binding a run defines must also survive it
-    // when a later statement only assigns it (`let mut v = a; ..; v = b;`): its value is dead,
-    // but the name must exist.
-    let mut used_from: Vec<HashSet<String>> = vec![HashSet::new(); stmts.len() + 1];
-    if let Some(t) = &tail {
-        mentioned(t.to_token_stream(), &mut used_from[stmts.len()]);
-    }
-    for i in (0..stmts.len()).rev() {
-        let mut here = used_from[i + 1].clone();
-        mentioned(stmts[i].to_token_stream(), &mut here);
-        used_from[i] = here;
-    }
+    let stmts = std::mem::take(&mut b.stmts);
     let mut out: Vec<Stmt> = Vec::new();
-    // The run as written (what the analysis reads) and as emitted (staged loops carry their
-    // partitioned bodies).
-    let mut run: Vec<Stmt> = Vec::new();
-    let mut emit: Vec<Stmt> = Vec::new();
-    let mut run_env = env.clone();
-    for (i, mut s) in stmts.into_iter().enumerate() {
-        let kind = classify(&s, &env);
-        if kind != Kind::Static {
-            flush((&mut run, &mut emit), &run_env, &used_from[i], &mut out, ctx);
-        }
-        match kind {
-            Kind::Static => {
-                if run.is_empty() {
-                    run_env = env.clone();
+    for seg in partition(stmts, parent) {
+        match seg {
+            Segment::Run { stmts, envs, env, live_after } => {
+                // The run as written (what the analysis reads) and as emitted (staged loops
+                // carry their partitioned bodies).
+                let emitted: Vec<Stmt> =
+                    stmts.iter().zip(&envs).map(|(s, e)| with_fallback(s.clone(), e, ctx)).collect();
+                let (mut run, mut emit) = (stmts, emitted);
+                flush((&mut run, &mut emit), &env, &live_after, &mut out, ctx);
+            }
+            Segment::Control { mut stmt, env } => {
+                control(&mut stmt, &env, ctx);
+                out.push(stmt);
+            }
+            Segment::Host { stmt, effect } => {
+                if effect && ctx.opts.speculate {
+                    // A whole-function recording that meets an effect is unusable.
+                    let span = stmt.span();
+                    out.push(syn::parse_quote_spanned!(span=> ::janus::__private::host_statement(::core::line!());));
                 }
-                run.push(s.clone());
-                emit.push(with_fallback(s.clone(), &env, ctx));
-            }
-            Kind::Control => {
-                control(&mut s, &env, ctx);
-                out.push(s.clone());
-            }
-            Kind::ClosureDef | Kind::Host | Kind::Item => out.push(s.clone()),
-        }
-        if let Stmt::Local(l) = &s {
-            for n in pattern_names(&l.pat) {
-                env.declare(n.to_string());
-            }
-            env.mutable.extend(mutable_names(&l.pat));
-            if let (Pat::Ident(p), Some(init)) = (strip_type(&l.pat), &l.init) {
-                match &*init.expr {
-                    Expr::Reference(r) => {
-                        env.references.insert(p.ident.to_string());
-                        if r.mutability.is_none() {
-                            env.shared.insert(p.ident.to_string());
-                        }
-                    }
-                    Expr::Closure(_) if kind == Kind::ClosureDef => {
-                        env.closures.insert(p.ident.to_string(), s.clone());
-                    }
-                    _ => {}
-                }
+                out.push(stmt);
             }
         }
-    }
-    // A static tail expression is bound to a local, so it stages with the run before it.
-    let end = used_from.len() - 1;
-    match tail {
-        Some(Stmt::Expr(e, None)) if is_tail_static(&e, &env) => {
-            if run.is_empty() {
-                run_env = env.clone();
-            }
-            let span = e.span();
-            let bound: Stmt = syn::parse_quote_spanned!(span=> let __janus_tail = #e;);
-            run.push(bound.clone());
-            emit.push(with_fallback(bound, &env, ctx));
-            let live = HashSet::from(["__janus_tail".to_string()]);
-            flush((&mut run, &mut emit), &run_env, &live, &mut out, ctx);
-            out.push(Stmt::Expr(syn::parse_quote_spanned!(span=> __janus_tail), None));
-        }
-        Some(mut t) => {
-            flush((&mut run, &mut emit), &run_env, &used_from[end], &mut out, ctx);
-            if classify(&t, &env) == Kind::Control {
-                control(&mut t, &env, ctx);
-            }
-            out.push(t);
-        }
-        None => flush((&mut run, &mut emit), &run_env, &used_from[end], &mut out, ctx),
     }
     b.stmts = out;
 }
 
-/// A tail expression worth staging: static, and more than a bare local (`y`), which the run
-/// before it already leaves behind.
-fn is_tail_static(e: &Expr, env: &Env) -> bool {
-    !matches!(e, Expr::Path(_))
-        && classify(&Stmt::Expr(e.clone(), Some(Default::default())), env) == Kind::Static
+/// Flushes a run split in two, `between` (a statement kept as host code) in the middle.
+fn flush_in_two(
+    (mut first, mut first_emitted): (Vec<Stmt>, Vec<Stmt>),
+    between: Option<Stmt>,
+    (mut rest, mut rest_emitted): (Vec<Stmt>, Vec<Stmt>),
+    env: &Env,
+    live_after: &HashSet<String>,
+    out: &mut Vec<Stmt>,
+    ctx: &mut Ctx,
+) {
+    let mut live = live_after.clone();
+    for s in between.iter().chain(&rest) {
+        mentioned(s.to_token_stream(), &mut live);
+    }
+    let mut after = env.clone();
+    for s in first.iter().chain(&between) {
+        declare(&mut after, s, Kind::Static);
+    }
+    flush((&mut first, &mut first_emitted), env, &live, out, ctx);
+    out.extend(between);
+    flush((&mut rest, &mut rest_emitted), &after, live_after, out, ctx);
 }
 
-fn strip_type(p: &Pat) -> &Pat {
-    match p {
-        Pat::Type(t) => strip_type(&t.pat),
-        p => p,
-    }
+/// Where a run must end because of a `&mut` borrow (see `flush`): after the last statement that
+/// uses a mutably borrowing local, when a later statement mentions what it borrows. Uses
+/// through a copied closure count.
+fn borrow_ends(stmts: &[Stmt], env: &Env) -> Option<usize> {
+    let mentions: Vec<HashSet<String>> = stmts
+        .iter()
+        .map(|s| {
+            let mut m = HashSet::new();
+            mentioned(s.to_token_stream(), &mut m);
+            let called: Vec<&Stmt> =
+                env.closures.iter().filter(|(c, _)| m.contains(*c)).map(|(_, d)| d).collect();
+            for d in called {
+                mentioned(d.to_token_stream(), &mut m);
+            }
+            m
+        })
+        .collect();
+    env.borrows
+        .iter()
+        .filter(|(_, b)| b.mutable)
+        .filter_map(|(r, b)| {
+            let last = mentions.iter().rposition(|m| m.contains(r))?;
+            mentions[last + 1..]
+                .iter()
+                .any(|m| b.roots.iter().any(|root| m.contains(root)))
+                .then_some(last + 1)
+        })
+        .min()
 }
 
 /// A staged `for` loop also partitions a copy of its body, for the calls on which its block
@@ -234,7 +237,7 @@ fn control_expr(e: &mut Expr, env: &Env, ctx: &mut Ctx) {
             let mut inner = env.clone();
             if let Expr::Let(l) = &*i.cond {
                 for n in pattern_names(&l.pat) {
-                    inner.declare(n.to_string());
+                    inner.declare(name(&n));
                 }
             }
             block(&mut i.then_branch, &inner, ctx);
@@ -247,7 +250,7 @@ fn control_expr(e: &mut Expr, env: &Env, ctx: &mut Ctx) {
             let mut inner = env.clone();
             if let Expr::Let(l) = &*w.cond {
                 for n in pattern_names(&l.pat) {
-                    inner.declare(n.to_string());
+                    inner.declare(name(&n));
                 }
             }
             block(&mut w.body, &inner, ctx);
@@ -255,7 +258,7 @@ fn control_expr(e: &mut Expr, env: &Env, ctx: &mut Ctx) {
         Expr::ForLoop(f) => {
             let mut inner = env.clone();
             for n in pattern_names(&f.pat) {
-                inner.declare(n.to_string());
+                inner.declare(name(&n));
             }
             inner.mutable.extend(mutable_names(&f.pat));
             block(&mut f.body, &inner, ctx);
@@ -265,7 +268,7 @@ fn control_expr(e: &mut Expr, env: &Env, ctx: &mut Ctx) {
             for arm in &mut m.arms {
                 let mut inner = env.clone();
                 for n in pattern_names(&arm.pat) {
-                    inner.declare(n.to_string());
+                    inner.declare(name(&n));
                 }
                 if !matches!(&*arm.body, Expr::Block(_)) {
                     // `Pat => expr` is `Pat => { expr }`, whose statement list can be staged.
@@ -282,6 +285,7 @@ fn control_expr(e: &mut Expr, env: &Env, ctx: &mut Ctx) {
 }
 
 /// Emits the pending run: as a fragment when it does work, as plain statements otherwise.
+// Long by design: the analysis of one run (inputs, outputs, in-outs) feeds one emission.
 fn flush(
     (run, emit): (&mut Vec<Stmt>, &mut Vec<Stmt>),
     env: &Env,
@@ -292,8 +296,33 @@ fn flush(
     if run.is_empty() {
         return;
     }
-    let stmts = std::mem::take(run);
-    let emitted = std::mem::take(emit);
+    let mut stmts = std::mem::take(run);
+    let mut emitted = std::mem::take(emit);
+    // A binding that may hold a borrow must not leave a block (see `leaves_borrow`): such a
+    // statement whose binding is used after the run stays host code between two runs. One that
+    // ends within the run (a staged loop's body, `let refs = ..; Tensor::cat(&refs, 0)`) stays.
+    let escapes = |s: &Stmt| {
+        let mut bound = HashSet::new();
+        match s {
+            Stmt::Local(l) => mentioned(l.pat.to_token_stream(), &mut bound),
+            Stmt::Expr(Expr::Assign(a), _) => mentioned(a.left.to_token_stream(), &mut bound),
+            _ => {}
+        }
+        leaves_borrow(s) && bound.iter().any(|n| live_after.contains(n))
+    };
+    if let Some(at) = stmts.iter().position(escapes) {
+        let rest = (stmts.split_off(at + 1), emitted.split_off(at + 1));
+        let borrow = stmts.pop().expect("the split statement");
+        emitted.pop();
+        return flush_in_two((stmts, emitted), Some(borrow), rest, env, live_after, out, ctx);
+    }
+    // A run that uses a `&mut` borrow and later mentions what it borrows (`*s = ..; v.push(..)`,
+    // valid once `s` is dead) ends after the borrow's last use: its inputs are probed before its
+    // statements, and its outputs read after them, where the borrow would still be live.
+    if let Some(at) = borrow_ends(&stmts, env) {
+        let rest = (stmts.split_off(at), emitted.split_off(at));
+        return flush_in_two((stmts, emitted), None, rest, env, live_after, out, ctx);
+    }
     let own = run_info(&stmts, env);
     let copies: Vec<Stmt> = own.closures.iter().filter_map(|c| env.closures.get(c).cloned()).collect();
     // With closures copied in, analyse the run as it will be emitted; otherwise that is `own`.
@@ -304,12 +333,20 @@ fn flush(
         return;
     }
     let outer = |root: &str| env.level.get(root).is_some_and(|&l| l < env.depth);
-    let kept = |root: &str| outer(root) || env.references.contains(root) || live_after.contains(root);
-    let assigned: Vec<&Place> = info.assigned.iter().filter(|p| kept(&p.root)).collect();
-    // In-out locals are restored on replay when their binding is `mut`; the others (loop and
-    // match pattern bindings, which cannot be made `mut` without changing how they bind) are
-    // only checked: nothing to restore for values and shared references, and a `&mut`
-    // binding among them makes the block run eagerly.
+    // A place matters after the run if its root outlives it, is used later or may be a
+    // reference; a write through `*` always goes somewhere else. Other places are dead, and may
+    // even have been moved by the run, so they are not touched.
+    let kept = |p: &Place| {
+        outer(&p.root)
+            || env.references.contains(&p.root)
+            || live_after.contains(&p.root)
+            || p.steps.iter().any(|s| s == "*")
+    };
+    let assigned: Vec<&Place> = info.assigned.iter().filter(|p| kept(p)).collect();
+    // In-out places are restored on replay when their root's binding is `mut`; the others (loop
+    // and match pattern bindings, which cannot be made `mut` without changing how they bind)
+    // are only checked, as a whole: nothing to restore for values and shared references, and a
+    // `&mut` binding among them makes the block run eagerly.
     // A local captured by a closure that is used after the run cannot be mutated by it (the
     // user's code would not borrow-check), and restoring it would conflict with the capture.
     let mut captured = HashSet::new();
@@ -318,165 +355,39 @@ fn flush(
             mentioned(def.to_token_stream(), &mut captured);
         }
     }
-    let (inouts, fixed): (Vec<&String>, Vec<&String>) = info
-        .inouts
-        .iter()
-        .filter(|n| kept(n) && !env.shared.contains(*n))
-        .filter(|n| !assigned.iter().any(|p| p.steps.is_empty() && &&p.root == n))
-        .partition(|n| env.mutable.contains(*n) && !captured.contains(*n));
+    let mut inouts: Vec<&Place> = Vec::new();
+    let mut fixed: Vec<&Place> = Vec::new();
+    // A local borrowed by a reference that is used after the run cannot have been mutated by it,
+    // and restoring it would conflict with that borrow.
+    let borrowed =
+        |root: &str| env.borrows.iter().any(|(r, b)| live_after.contains(r) && b.roots.contains(root));
+    for p in &info.inouts {
+        if !kept(p) || env.shared.contains(&p.root) || assigned.iter().any(|a| a.covers(p)) {
+            continue;
+        }
+        if env.mutable.contains(&p.root) && !captured.contains(&p.root) && !borrowed(&p.root) {
+            inouts.push(p);
+        } else if !fixed.iter().any(|f| f.root == p.root) {
+            fixed.push(p);
+        }
+    }
     let mut defined: Vec<Ident> = Vec::new();
     // Copied closures are defined outside the run too: only the run's own bindings leave it.
     for d in info.defs.iter().rev().filter(|d| own.defs.contains(d)) {
-        let name = d.to_string();
-        if live_after.contains(&name) && !defined.iter().any(|x| *x == name) {
+        if live_after.contains(&name(d)) && !defined.iter().any(|x| name(x) == name(d)) {
             defined.push(d.clone());
         }
     }
     defined.reverse();
-    out.extend(fragment(&emitted, &copies, &info.inputs, &assigned, (&inouts, &fixed), &defined, ctx));
-}
-
-fn fragment(
-    stmts: &[Stmt],
-    copies: &[Stmt],
-    inputs: &[Place],
-    assigned: &[&Place],
-    (inouts, fixed): (&[&String], &[&String]),
-    defined: &[Ident],
-    ctx: &mut Ctx,
-) -> Vec<Stmt> {
-    let span = stmts.first().map(|s| s.span()).unwrap_or_else(Span::call_site);
-    let index = ctx.next;
-    ctx.next += 1;
-    let (function, profile, max_variants, min_ops) =
-        (&ctx.function, ctx.opts.profile, ctx.opts.max_variants, ctx.opts.min_ops);
-    let generics = &ctx.generics;
-    let dynamic: Vec<&Place> = inputs
-        .iter()
-        .filter(|p| p.steps.is_empty() && ctx.opts.dynamic.iter().any(|d| *d == p.root))
-        .collect();
-    let dyn_decl = dynamic.iter().map(|p| {
-        let (v, tmp) = (&p.expr, format_ident!("__janus_dyn_{}", p.root));
-        quote! { let #tmp = ::janus::rt::dynamic_scalar(#v); }
-    });
-    let dyn_shadow = dynamic.iter().map(|p| {
-        let (v, tmp) = (&p.expr, format_ident!("__janus_dyn_{}", p.root));
-        // A reference (`Copy`, like the scalar it replaces), so closures that use it stay `Fn`
-        // and `s * 0.1` does not move it.
-        quote! { let #v = &#tmp; }
-    });
-    let probes = inputs.iter().map(|p| {
-        let name = p.text();
-        if dynamic.iter().any(|d| d.root == p.root && p.steps.is_empty()) {
-            let tmp = format_ident!("__janus_dyn_{}", p.root);
-            quote! { (&::janus::rt::Probe(&#tmp)).probe(#name) }
-        } else {
-            let e = &p.expr;
-            quote! { (&::janus::rt::Probe(&#e)).probe(#name) }
-        }
-    });
-    let bare = |d: &Ident| d.to_string().trim_start_matches('_').to_string();
-    let witnesses: Vec<Ident> = defined.iter().map(|d| format_ident!("__janus_w_{}", bare(d))).collect();
-    let values: Vec<Ident> = defined.iter().map(|d| format_ident!("__janus_v_{}", bare(d))).collect();
-    let mut exit_outputs = Vec::new();
-    let mut restores = Vec::new();
-    for p in assigned {
-        let (e, name) = (&p.expr, p.text());
-        exit_outputs.push(quote! { (&&&::janus::rt::Witness::of(&#e)).output(&#e, #name) });
-        restores.push(quote! { (&&&::janus::rt::Witness::of(&#e)).restore(&mut #e, &mut __janus_out); });
-    }
-    for n in fixed {
-        let id = Ident::new(n, span);
-        exit_outputs.push(quote! { (&&::janus::rt::Witness::of(&#id)).fixed_output(&#id, #n) });
-    }
-    for n in inouts {
-        let id = Ident::new(n, span);
-        exit_outputs.push(quote! { (&&&::janus::rt::Witness::of(&#id)).inout_output(&#id, #n) });
-        restores
-            .push(quote! { (&&&::janus::rt::Witness::of(&#id)).inout_restore(&mut #id, &mut __janus_out); });
-    }
-    // The statements run in an inner block that hands their live bindings out, so a `let` in
-    // the run that shadows an in-out or assigned local cannot hide the outer binding from the
-    // exit below.
-    let moved: Vec<Ident> = defined.iter().map(|d| format_ident!("__janus_o_{}", bare(d))).collect();
-    for ((d, w), o) in defined.iter().zip(&witnesses).zip(&moved) {
-        let name = if d == "__janus_tail" { "return value".to_string() } else { d.to_string() };
-        exit_outputs.push(quote! { (&&&#w).output(&#o, #name) });
-    }
-    let takes = values.iter().zip(&witnesses).map(|(v, w)| quote! { #v = (&&&#w).take(&mut __janus_out); });
-    let generated = quote_spanned! {span=>
-        #[allow(unused_mut, unused_variables, unused_assignments, unused_imports, unreachable_code, non_snake_case, clippy::all)]
-        {
-            use ::janus::rt::{
-                FixedMutRef as _, FixedOther as _, InOutModule as _, InOutOpaque as _, InOutRef as _,
-                OutputModule as _, OutputModuleRef as _, OutputOpaque as _, ProbeKeyed as _, ProbeOpaque as _,
-            };
-            static __JANUS_FRAGMENT: ::janus::rt::Fragment = ::janus::rt::Fragment::new(::janus::rt::Site {
-                function: #function,
-                file: ::core::file!(),
-                line: ::core::line!(),
-                index: #index,
-                profile: #profile,
-                max_variants: #max_variants,
-                min_ops: #min_ops,
-            });
-            #(#dyn_decl)*
-            #(let #witnesses = ::janus::rt::Witness::new();)*
-            match __JANUS_FRAGMENT.enter(|| ::std::vec![#(#probes),*], &[#(#generics),*]) {
-                ::janus::rt::Enter::Body(__janus_scope) => {
-                    let (#(#moved,)*) = {
-                        #(#dyn_shadow)*
-                        #(#copies)*
-                        #(#stmts)*
-                        #(#witnesses.bind(&#defined);)*
-                        (#(#defined,)*)
-                    };
-                    __janus_scope.exit(::std::vec![#(#exit_outputs),*]);
-                    #(#values = #moved;)*
-                }
-                ::janus::rt::Enter::Replay(mut __janus_out) => {
-                    #(#restores)*
-                    #(#takes)*
-                }
-            }
-        }
+    let f = emit::Fragment {
+        stmts: &emitted,
+        copies: &copies,
+        inputs: &info.inputs,
+        assigned,
+        inouts,
+        fixed,
+        defined,
+        whole_function: false,
     };
-    let mut result: Vec<Stmt> =
-        values.iter().map(|v| syn::parse_quote_spanned!(span=> #[allow(non_snake_case)] let #v;)).collect();
-    match syn::parse2::<Expr>(generated.clone()) {
-        Ok(e) => result.push(Stmt::Expr(e, None)),
-        Err(e) => panic!("generated fragment does not parse: {e}\n{generated}"),
-    }
-    for (d, v) in defined.iter().zip(&values) {
-        result.push(
-            syn::parse_quote_spanned!(span=> #[allow(unused_variables, non_snake_case)] let mut #d = #v;),
-        );
-    }
-    result
-}
-
-/// The `type_name` expressions keying a function's fragments: its type and const generics, and
-/// `Self` in methods (DESIGN §13 rule 10).
-pub(crate) fn generic_keys(f: &ItemFn) -> Vec<TokenStream> {
-    let mut keys: Vec<TokenStream> = Vec::new();
-    for p in f.sig.generics.params.iter() {
-        match p {
-            syn::GenericParam::Type(t) => {
-                let id = &t.ident;
-                keys.push(quote! { ::std::any::type_name::<#id>() });
-            }
-            syn::GenericParam::Const(c) => {
-                let id = &c.ident;
-                keys.push(quote! { ::std::any::type_name::<[(); #id]>() });
-            }
-            syn::GenericParam::Lifetime(_) => {}
-        }
-    }
-    let has_receiver = f.sig.inputs.iter().any(|a| matches!(a, FnArg::Receiver(_)));
-    let mut names = HashSet::new();
-    mentioned(f.to_token_stream(), &mut names);
-    if has_receiver || names.contains("Self") {
-        keys.push(quote! { ::std::any::type_name::<Self>() });
-    }
-    keys
+    out.extend(emit::fragment(f, ctx));
 }

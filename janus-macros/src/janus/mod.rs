@@ -2,9 +2,14 @@
 //! expand it. Errors are `syn::Error`s spanned on the offending tokens; on error the original
 //! function is still emitted beside them, so later diagnostics and the IDE keep working.
 
-mod analyze;
+mod classify;
+mod emit;
 mod expand;
 mod options;
+mod partition;
+mod reads;
+mod scope;
+mod speculate;
 
 use proc_macro2::TokenStream;
 use quote::quote;
@@ -41,8 +46,7 @@ pub(crate) fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
     let (Some(opts), true) = (opts, errors.is_none()) else {
         return with_original(errors.expect("an error was recorded"), item);
     };
-    let mut ctx =
-        expand::Ctx { opts, function: f.sig.ident.to_string(), generics: expand::generic_keys(&f), next: 0 };
+    let mut ctx = expand::Ctx { opts, function: scope::name(&f.sig.ident), next: 0 };
     let mut out = expand::function(f, &mut ctx);
     out.attrs.push(syn::parse_quote!(#[allow(unused_mut)]));
     quote!(#out)

@@ -16,8 +16,11 @@ pub(crate) struct Options {
     /// `for` loops whose body is all static stage inside their block, recorded unrolled (one
     /// graph per trip count); `false` keeps every loop on the host.
     pub(crate) unroll: bool,
-    /// Parsed for the whole-function speculation of DESIGN §8, which is not implemented yet.
+    /// Whole-function speculation (DESIGN §8): the body is also one fragment, recorded with
+    /// asserts on its decisions and replayed all-or-nothing.
     pub(crate) speculate: bool,
+    /// Failed speculations after which a key stays on the fragment path.
+    pub(crate) max_failures: u32,
     pub(crate) dynamic: Vec<Ident>,
 }
 
@@ -28,7 +31,8 @@ impl Default for Options {
             max_variants: 8,
             min_ops: 3,
             unroll: true,
-            speculate: false,
+            speculate: true,
+            max_failures: 3,
             dynamic: Vec::new(),
         }
     }
@@ -40,6 +44,14 @@ impl Parse for Options {
         while !input.is_empty() {
             let name: Ident = input.parse()?;
             match name.to_string().as_str() {
+                "max_failures" => {
+                    input.parse::<Token![=]>()?;
+                    let v: LitInt = input.parse()?;
+                    o.max_failures = v.base10_parse()?;
+                    if o.max_failures == 0 {
+                        return Err(syn::Error::new(v.span(), "`max_failures` must be at least 1"));
+                    }
+                }
                 "profile" | "max_variants" => {
                     input.parse::<Token![=]>()?;
                     let v: LitInt = input.parse()?;
@@ -76,7 +88,7 @@ impl Parse for Options {
                     return Err(syn::Error::new(
                         name.span(),
                         format!(
-                            "unknown option `{other}`; expected `profile = N`, `max_variants = N`, `min_ops = N`, `unroll = bool`, `speculate = bool` or `dynamic(names)`"
+                            "unknown option `{other}`; expected `profile = N`, `max_variants = N`, `min_ops = N`, `unroll = bool`, `speculate = bool`, `max_failures = N` or `dynamic(names)`"
                         ),
                     ));
                 }

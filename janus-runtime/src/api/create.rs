@@ -4,7 +4,7 @@ use crate::error::bail;
 use crate::ops::{Arange, Constant, F64Bits, Full, Op, RandFill, apply, source::blocks_used};
 use crate::shape::Shape;
 use crate::tensor::Tensor;
-use crate::{DType, random};
+use crate::{DType, Device, random};
 use janus_kernels::Element;
 use std::sync::Arc;
 
@@ -12,6 +12,13 @@ impl Tensor {
     /// A tensor from row-major data (`Vec<f32>`, `Vec<f64>`, `Vec<i64>` or `Vec<bool>`).
     #[track_caller]
     pub fn from_vec<T: Element>(data: Vec<T>, shape: impl Into<Shape>) -> Tensor {
+        Tensor::from_vec_on(data, shape, Device::Cpu)
+    }
+
+    /// [`from_vec`](Tensor::from_vec) creating the tensor on `device` (PyTorch's
+    /// `torch.tensor(.., device=)`); the values are copied there once.
+    #[track_caller]
+    pub fn from_vec_on<T: Element>(data: Vec<T>, shape: impl Into<Shape>, device: Device) -> Tensor {
         let shape = shape.into();
         if data.len() != shape.numel() {
             bail!(
@@ -22,7 +29,7 @@ impl Tensor {
                 shape.numel()
             );
         }
-        apply(Op::Constant(Constant { data: Arc::new(T::wrap(data)), shape }), &[])
+        apply(Op::Constant(Constant { data: Arc::new(T::wrap(data)), shape, device }), &[])
     }
 
     /// A rank-0 `f32` tensor.
@@ -40,7 +47,20 @@ impl Tensor {
     /// A tensor of `dtype` with every element equal to `value`.
     #[track_caller]
     pub fn full_dtype(shape: impl Into<Shape>, value: f64, dtype: DType) -> Tensor {
-        apply(Op::Full(Full { shape: shape.into(), dtype, value: F64Bits::new(value) }), &[])
+        Tensor::full_on(shape, value, dtype, Device::Cpu)
+    }
+
+    /// A tensor of `dtype` on `device` with every element equal to `value` (PyTorch's
+    /// `torch.full(.., device=)`).
+    #[track_caller]
+    pub fn full_on(shape: impl Into<Shape>, value: f64, dtype: DType, device: Device) -> Tensor {
+        apply(Op::Full(Full { shape: shape.into(), dtype, value: F64Bits::new(value), device }), &[])
+    }
+
+    /// `f32` zeros on `device`.
+    #[track_caller]
+    pub fn zeros_on(shape: impl Into<Shape>, device: Device) -> Tensor {
+        Tensor::full_on(shape, 0.0, DType::F32, device)
     }
 
     /// An `f32` tensor with every element equal to `value`.
@@ -67,28 +87,28 @@ impl Tensor {
         Tensor::full_dtype(shape, 0.0, dtype)
     }
 
-    /// Zeros with this tensor's shape and dtype.
+    /// Zeros with this tensor's shape, dtype and device.
     #[track_caller]
     pub fn zeros_like(t: &Tensor) -> Tensor {
-        Tensor::full_dtype(t.shape(), 0.0, t.dtype())
+        Tensor::full_on(t.shape(), 0.0, t.dtype(), t.device())
     }
 
-    /// Ones with this tensor's shape and dtype.
+    /// Ones with this tensor's shape, dtype and device.
     #[track_caller]
     pub fn ones_like(t: &Tensor) -> Tensor {
-        Tensor::full_dtype(t.shape(), 1.0, t.dtype())
+        Tensor::full_on(t.shape(), 1.0, t.dtype(), t.device())
     }
 
-    /// `value` everywhere, with this tensor's shape and dtype.
+    /// `value` everywhere, with this tensor's shape, dtype and device.
     #[track_caller]
     pub fn full_like(t: &Tensor, value: f64) -> Tensor {
-        Tensor::full_dtype(t.shape(), value, t.dtype())
+        Tensor::full_on(t.shape(), value, t.dtype(), t.device())
     }
 
     /// `[0, 1, ..., n - 1]` as `i64`.
     #[track_caller]
     pub fn arange(n: usize) -> Tensor {
-        apply(Op::Arange(Arange { n }), &[])
+        apply(Op::Arange(Arange { n, device: Device::Cpu }), &[])
     }
 
     /// Standard normal `f32` samples from the thread's Philox stream.
@@ -106,13 +126,25 @@ impl Tensor {
     /// Standard normal samples of a float `dtype`.
     #[track_caller]
     pub fn randn_dtype(shape: impl Into<Shape>, dtype: DType) -> Tensor {
-        random_fill(shape.into(), dtype, true)
+        random_fill(shape.into(), dtype, true, Device::Cpu)
+    }
+
+    /// Standard normal samples of a float `dtype` on `device`: the same values as on the CPU.
+    #[track_caller]
+    pub fn randn_on(shape: impl Into<Shape>, dtype: DType, device: Device) -> Tensor {
+        random_fill(shape.into(), dtype, true, device)
+    }
+
+    /// Uniform `[0, 1)` samples of a float `dtype` on `device`: the same values as on the CPU.
+    #[track_caller]
+    pub fn rand_on(shape: impl Into<Shape>, dtype: DType, device: Device) -> Tensor {
+        random_fill(shape.into(), dtype, false, device)
     }
 
     /// Uniform `[0, 1)` samples of a float `dtype`.
     #[track_caller]
     pub fn rand_dtype(shape: impl Into<Shape>, dtype: DType) -> Tensor {
-        random_fill(shape.into(), dtype, false)
+        random_fill(shape.into(), dtype, false, Device::Cpu)
     }
 
     /// One category index per row of non-negative weights (`[rows, classes]` gives `i64
@@ -127,11 +159,11 @@ impl Tensor {
 }
 
 #[track_caller]
-fn random_fill(shape: Shape, dtype: DType, normal: bool) -> Tensor {
+fn random_fill(shape: Shape, dtype: DType, normal: bool, device: Device) -> Tensor {
     if !dtype.is_float() {
         bail!(if normal { "randn" } else { "rand" }, "random samples must be a float dtype, got {dtype}");
     }
     let state = random::take(blocks_used(dtype, shape.numel()));
-    let p = RandFill { shape, dtype };
+    let p = RandFill { shape, dtype, device };
     apply(if normal { Op::RandNormal(p) } else { Op::RandUniform(p) }, &[&state])
 }

@@ -173,7 +173,8 @@ impl Tensor {
         apply(Op::Cast(Cast { dtype }), &[self])
     }
 
-    /// Moves to `device`. Panics where [`try_to_device`](Tensor::try_to_device) errs.
+    /// Moves to `device` (a copy; the same tensor when it is already there). Differentiable:
+    /// the gradient moves back. Panics where [`try_to_device`](Tensor::try_to_device) errs.
     #[track_caller]
     pub fn to_device(&self, device: Device) -> Tensor {
         match self.try_to_device(device) {
@@ -182,13 +183,17 @@ impl Tensor {
         }
     }
 
-    /// Moves to `device`, or explains why it cannot.
+    /// Moves to `device`, or explains why it cannot (no driver, no such device, a missing
+    /// library).
+    #[track_caller]
     pub fn try_to_device(&self, device: Device) -> Result<Tensor, DeviceError> {
-        match device {
-            Device::Cpu => Ok(self.clone()),
-            Device::Cuda(_) => {
-                Err(DeviceError::Unavailable { device, reason: "this build has no CUDA backend yet" })
-            }
+        if self.device() == device {
+            return Ok(self.clone());
         }
+        if let Device::Cuda(n) = device {
+            janus_kernels::cuda::device(n)
+                .map_err(|e| DeviceError::Unavailable { device, reason: e.to_string() })?;
+        }
+        Ok(apply(Op::ToDevice(crate::ops::ToDevice { device }), &[self]))
     }
 }

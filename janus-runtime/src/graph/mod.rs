@@ -2,7 +2,9 @@
 //! [`GraphBuilder`] and frozen into an immutable [`Graph`]. Ops are the runtime's own [`Op`]
 //! (named-field `Hash + Eq` parameters), so a graph doubles as its own cache key.
 
+pub(crate) mod dump;
 mod export;
+pub mod fused;
 mod verify;
 
 pub use verify::verify;
@@ -36,7 +38,7 @@ pub enum NodeOp {
         offset: u64,
     },
     /// A fused elementwise group (made by the fusion pass); its value is the group's output 0.
-    Fused(Arc<crate::fusion::FusedProgram>),
+    Fused(Arc<crate::graph::fused::FusedProgram>),
     /// Output `k` (k >= 1) of the multi-output node that is its only operand.
     Project(usize),
     /// `a @ b + c` with `c` broadcast to the product's shape (made by the epilogue pass): the

@@ -228,12 +228,7 @@ pub(crate) fn infer_where(c: &Tensor, a: &Tensor, b: &Tensor) -> TensorType {
 
 /// Strides that read `t` at every index of the (larger or equal) broadcast shape `out`.
 pub(crate) fn broadcast_strides(t: &Tensor, out: &[usize]) -> Strides {
-    let lead = out.len() - t.rank();
-    let mut s: Strides = smallvec::smallvec![0; out.len()];
-    for (i, (&len, &st)) in t.dims().iter().zip(t.strides()).enumerate() {
-        s[lead + i] = if len == 1 { 0 } else { st };
-    }
-    s
+    t.layout().broadcast_to(out)
 }
 
 fn src_for<'a, T: Element>(t: &'a Tensor, strides: &'a Strides) -> Src<'a, T> {

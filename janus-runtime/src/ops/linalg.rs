@@ -44,14 +44,7 @@ pub(crate) fn infer_matmul(a: &Tensor, b: &Tensor) -> TensorType {
 
 /// The GEMM layout of a 2-D or 3-D operand (a size-1 or missing batch broadcasts).
 fn layout(t: &Tensor) -> MatLayout {
-    let (s, d) = (t.strides(), t.dims());
-    let r = t.rank();
-    MatLayout {
-        offset: t.data().offset,
-        batch_stride: if r == 3 && d[0] > 1 { s[0] } else { 0 },
-        row_stride: s[r - 2],
-        col_stride: s[r - 1],
-    }
+    t.layout().matrix()
 }
 
 pub(crate) fn matmul(a: &Tensor, b: &Tensor, ty: &TensorType) -> Data {

@@ -14,10 +14,10 @@ pub(crate) mod reduce;
 pub(crate) mod shape_ops;
 pub(crate) mod source;
 
-use crate::DType;
 use crate::autograd::{GradMeta, GradNode, NodeBackward, is_grad_enabled};
 use crate::shape::Shape;
 use crate::tensor::{Data, Tensor};
+use crate::{DType, Device};
 use smallvec::SmallVec;
 
 pub use elementwise::{BinaryOp, CmpOp, UnaryOp};
@@ -55,6 +55,8 @@ pub struct Full {
     pub dtype: DType,
     /// The value every element takes.
     pub value: F64Bits,
+    /// Where the result is created.
+    pub device: Device,
 }
 
 /// `0..n` as `i64`.
@@ -62,6 +64,8 @@ pub struct Full {
 pub struct Arange {
     /// Number of elements.
     pub n: usize,
+    /// Where the result is created.
+    pub device: Device,
 }
 
 /// Literal data baked into a graph (from `Tensor::from_vec` inside a trace).
@@ -71,11 +75,14 @@ pub struct Constant {
     pub data: std::sync::Arc<janus_kernels::CpuBuffer>,
     /// Result shape.
     pub shape: Shape,
+    /// Where the result is created.
+    pub device: Device,
 }
 
 impl PartialEq for Constant {
     fn eq(&self, other: &Self) -> bool {
         self.shape == other.shape
+            && self.device == other.device
             && self.data.dtype() == other.data.dtype()
             && bits_of(&self.data) == bits_of(&other.data)
     }
@@ -84,6 +91,7 @@ impl Eq for Constant {}
 impl std::hash::Hash for Constant {
     fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
         self.shape.hash(state);
+        self.device.hash(state);
         self.data.dtype().hash(state);
         bits_of(&self.data).hash(state);
     }
@@ -104,6 +112,15 @@ pub struct RandFill {
     pub shape: Shape,
     /// Result dtype (a float).
     pub dtype: DType,
+    /// Where the result is created.
+    pub device: Device,
+}
+
+/// A copy to another device.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ToDevice {
+    /// The target device.
+    pub device: Device,
 }
 
 /// `x^p` for a constant exponent.
@@ -292,6 +309,16 @@ pub enum Op {
     ScatterAdd(ScatterAdd),
     /// One-hot encoding.
     OneHot(OneHot),
+    /// A copy to another device.
+    ToDevice(ToDevice),
+    /// Identity on values that stops gradients (`detach()`, an op run under `no_grad`, a value
+    /// saved by an autograd node): recorded where eager mode cuts the autograd graph, so the
+    /// symbolic backward cuts it there too. Simplification removes it.
+    Detach,
+    /// Identity on values that starts a new gradient leaf (`requires_grad()` inside a recording):
+    /// no gradient flows to its operand, and the derivation reports the gradient of the leaf
+    /// itself. Simplification removes it.
+    FreshLeaf,
 }
 
 /// The result type an op's shape rule infers.
@@ -339,7 +366,15 @@ impl Op {
             Op::Gather(_) => "gather",
             Op::ScatterAdd(_) => "scatter_add",
             Op::OneHot(_) => "one_hot",
+            Op::ToDevice(_) => "to_device",
+            Op::Detach => "detach",
+            Op::FreshLeaf => "requires_grad",
         }
+    }
+
+    /// Whether this op only marks an autograd boundary (no eager op call corresponds to it).
+    pub fn is_marker(&self) -> bool {
+        matches!(self, Op::Detach | Op::FreshLeaf)
     }
 
     /// Shape rule: checks the operands and infers the result type. Panics with the op, the
@@ -377,12 +412,21 @@ impl Op {
             Op::Gather(p) => index::infer_gather(p, x[0], x[1]),
             Op::ScatterAdd(p) => index::infer_scatter_add(p, x[0], x[1]),
             Op::OneHot(p) => index::infer_one_hot(p, x[0]),
+            Op::ToDevice(_) => TensorType { shape: x[0].shape().clone(), dtype: x[0].dtype() },
+            Op::Detach | Op::FreshLeaf => TensorType { shape: x[0].shape().clone(), dtype: x[0].dtype() },
         }
     }
 
-    /// The eager kernel: computes the result from concrete operands.
+    /// The eager kernel: computes the result from concrete operands, on their device (see
+    /// [`crate::backend`]).
     #[track_caller]
     pub(crate) fn compute(&self, x: &[&Tensor], ty: &TensorType) -> Data {
+        crate::backend::compute(self, x, ty)
+    }
+
+    /// The CPU kernel: computes the result from concrete CPU operands.
+    #[track_caller]
+    pub(crate) fn compute_cpu(&self, x: &[&Tensor], ty: &TensorType) -> Data {
         match self {
             Op::Full(p) => source::full(p),
             Op::Arange(p) => source::arange(p),
@@ -416,6 +460,8 @@ impl Op {
             Op::Gather(p) => index::gather(p, x[0], x[1], ty),
             Op::ScatterAdd(p) => index::scatter_add(p, x[0], x[1], ty),
             Op::OneHot(p) => index::one_hot(p, x[0], ty),
+            Op::ToDevice(p) => crate::backend::transfer(x[0], p.device),
+            Op::Detach | Op::FreshLeaf => x[0].data().clone(),
         }
     }
 
@@ -432,6 +478,8 @@ impl Op {
                 | Op::Compare(_)
                 | Op::ArgMax(_)
                 | Op::OneHot(_)
+                | Op::Detach
+                | Op::FreshLeaf
         )
     }
 
@@ -462,6 +510,7 @@ impl Op {
             Op::IndexAdd(p) => vec![Some(g.index_select(p.dim, &x[1])), None],
             Op::Gather(p) => vec![Some(index::gather_vjp(p, &x[0], &x[1], g)), None],
             Op::ScatterAdd(p) => vec![Some(g.gather(p.dim, &x[1])), None],
+            Op::ToDevice(_) => vec![Some(g.to_device(x[0].device()))],
             Op::Full(_)
             | Op::Arange(_)
             | Op::Constant(_)
@@ -470,9 +519,31 @@ impl Op {
             | Op::Multinomial
             | Op::Compare(_)
             | Op::ArgMax(_)
-            | Op::OneHot(_) => vec![None; x.len()],
+            | Op::OneHot(_)
+            | Op::Detach
+            | Op::FreshLeaf => vec![None; x.len()],
         }
     }
+}
+
+thread_local! {
+    /// Eager op calls on this thread (for staging coverage, see `rt::coverage`).
+    static EAGER_OPS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// Eager op calls on this thread so far: every [`apply`] that computed values, outside
+/// [`uncounted`] work.
+pub(crate) fn eager_op_count() -> u64 {
+    EAGER_OPS.with(std::cell::Cell::get)
+}
+
+/// Runs `f` without counting its op calls: compile-time work (the constants a derivation's VJP
+/// rules make) is not the program's.
+pub(crate) fn uncounted<R>(f: impl FnOnce() -> R) -> R {
+    let before = eager_op_count();
+    let r = f();
+    EAGER_OPS.with(|c| c.set(before));
+    r
 }
 
 /// Computes `op` on concrete operands without recording, autograd or user-facing checks beyond
@@ -489,7 +560,12 @@ pub(crate) fn eval(op: &Op, inputs: &[&Tensor]) -> Tensor {
 pub(crate) fn apply(op: Op, inputs: &[&Tensor]) -> Tensor {
     let ty = op.infer(inputs);
     // Not `bool::then`: `#[track_caller]` does not pass through closures.
-    let data = if inputs.iter().all(|t| t.is_concrete()) { Some(op.compute(inputs, &ty)) } else { None };
+    let data = if inputs.iter().all(|t| t.is_concrete()) {
+        EAGER_OPS.with(|c| c.set(c.get() + 1));
+        Some(op.compute(inputs, &ty))
+    } else {
+        None
+    };
     let grad = if is_grad_enabled() && op.is_differentiable() && inputs.iter().any(|t| t.needs_grad()) {
         Some(inputs.iter().map(|&t| t.clone()).collect::<Vec<_>>())
     } else {
@@ -498,7 +574,7 @@ pub(crate) fn apply(op: Op, inputs: &[&Tensor]) -> Tensor {
     match grad {
         None => {
             let out = Tensor::from_parts(ty.shape, ty.dtype, data, GradMeta::None);
-            crate::trace::record(&op, inputs, &out, None);
+            crate::recorder::op(&op, inputs, &out, None);
             out
         }
         Some(owned) => {
@@ -507,7 +583,7 @@ pub(crate) fn apply(op: Op, inputs: &[&Tensor]) -> Tensor {
             let saved = Tensor::from_parts(ty.shape.clone(), ty.dtype, data.clone(), GradMeta::None);
             let node = GradNode::new(owned, NodeBackward::Op { op: op.clone(), output: saved.clone() });
             let out = Tensor::from_parts(ty.shape, ty.dtype, data, GradMeta::Node(node, 0));
-            crate::trace::record(&op, inputs, &out, Some(&saved));
+            crate::recorder::op(&op, inputs, &out, Some(&saved));
             out
         }
     }

@@ -33,12 +33,17 @@ fn constant_node(t: &Tensor, span: Option<&'static std::panic::Location<'static>
         vals.first().copied().filter(|v| vals.iter().all(|x| x.to_bits() == v.to_bits()))
     };
     let op = match uniform {
-        Some(v) => Op::Full(Full { shape: ty.shape.clone(), dtype: ty.dtype, value: F64Bits::new(v) }),
+        Some(v) => Op::Full(Full {
+            shape: ty.shape.clone(),
+            dtype: ty.dtype,
+            value: F64Bits::new(v),
+            device: t.device(),
+        }),
         None => {
             let buf = janus_kernels::with_any_type!(t.dtype(), T => {
-                janus_kernels::buffer::Stored::wrap(t.contiguous_slice::<T>().into_owned())
+                janus_kernels::buffer::Stored::wrap(t.to_vec::<T>())
             });
-            Op::Constant(Constant { data: Arc::new(buf), shape: ty.shape.clone() })
+            Op::Constant(Constant { data: Arc::new(buf), shape: ty.shape.clone(), device: t.device() })
         }
     };
     Node { op: NodeOp::Op(op), inputs: SmallVec::new(), ty, span }

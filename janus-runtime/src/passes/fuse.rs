@@ -6,7 +6,7 @@
 
 use super::{PassStats, Rewriter};
 use crate::DType;
-use crate::fusion::FusedProgram;
+use crate::graph::fused::FusedProgram;
 use crate::graph::{Graph, Node, NodeId, NodeOp};
 use crate::ops::{BinaryOp, CmpOp, Op, TensorType, UnaryOp};
 use janus_kernels::fused::{FBinary, FUnary, Instr, Program, Reg};
@@ -325,6 +325,7 @@ fn const_operands(g: &Graph, node: &Node) -> SmallVec<[Option<f64>; 3]> {
     consts
 }
 
+// Long by design: one arm per fusable node kind, emitting into one register program.
 fn emit_group(r: &mut Rewriter<'_>, members: &[usize], dtype: DType, escapes: &[bool]) {
     let g = r.old;
     let set: HashSet<usize> = members.iter().copied().collect();

@@ -1,6 +1,13 @@
-//! Algebraic simplification: identities (`x * 1`, `x + 0`, no-op reshapes, casts, broadcasts,
-//! narrows), view chains (`permute . permute`, `reshape . reshape`, `narrow . pad`), double
-//! negation, and sums of zero-padded pieces (the gradient of `chunk`) rebuilt as one `cat`.
+//! Algebraic simplification: identities (`x * 1`, `x / 1`, `x + (-0.0)`, `x - 0.0`, no-op
+//! reshapes, casts, broadcasts, narrows, and the autograd markers `detach`/`requires_grad`),
+//! view chains (`permute . permute`, `reshape . reshape`, `narrow . pad`), double negation, and
+//! sums of zero-padded pieces (the gradient of `chunk`) rebuilt as one `cat`.
+//!
+//! Every rewrite holds bit for bit in IEEE arithmetic, signed zeros, infinities and NaN
+//! included. That rules out `x + 0.0 -> x`: `-0.0 + 0.0` is `+0.0`. Adding `-0.0` (or
+//! subtracting `+0.0`) is the identity, so those rewrites stay. For the same reason a sum of
+//! padded pieces keeps one `+ 0.0` per piece (`pad(a) + pad(b)` turns a `-0.0` of `a` into
+//! `+0.0`, and the `cat` must too); the add fuses into the piece's producer.
 
 use super::{PassStats, Rewriter, is_full_of};
 use crate::graph::Graph;
@@ -38,6 +45,16 @@ pub(crate) fn run(g: Graph, stats: &mut PassStats) -> Graph {
     r.finish()
 }
 
+/// Whether adding `n` is the identity: a fill of `-0.0` (`+0.0` when `subtract`); for integer
+/// results any zero.
+fn is_additive_identity(n: &Node, result: &TensorType, subtract: bool) -> bool {
+    if !result.dtype.is_float() {
+        return is_full_of(n, 0.0);
+    }
+    let zero: f64 = if subtract { 0.0 } else { -0.0 };
+    matches!(&n.op, NodeOp::Op(Op::Full(f)) if f.value.get().to_bits() == zero.to_bits())
+}
+
 fn op_of(b: &GraphBuilder, id: NodeId) -> Option<&Op> {
     b.node(id).op.as_op()
 }
@@ -63,6 +80,7 @@ fn rewrite(b: &mut GraphBuilder, n: &Node, pieces: &mut HashMap<NodeId, Pieces>)
         Op::Reshape(_) | Op::BroadcastTo(_) | Op::Cast(_) if same_as(b, x) => Some(x),
         Op::Narrow(p) if p.start == 0 && same_as(b, x) => Some(x),
         Op::Pad(p) if p.before == 0 && p.after == 0 => Some(x),
+        Op::Detach | Op::FreshLeaf => Some(x),
         Op::Reshape(p) => match op_of(b, x) {
             Some(Op::Reshape(_)) => {
                 let src = b.node(x).inputs[0];
@@ -107,9 +125,9 @@ fn rewrite(b: &mut GraphBuilder, n: &Node, pieces: &mut HashMap<NodeId, Pieces>)
             let keep_x = nx.ty == n.ty;
             let keep_y = ny.ty == n.ty;
             match bop {
-                BinaryOp::Add if keep_x && is_full_of(ny, 0.0) => Some(x),
-                BinaryOp::Add if keep_y && is_full_of(nx, 0.0) => Some(y),
-                BinaryOp::Sub if keep_x && is_full_of(ny, 0.0) => Some(x),
+                BinaryOp::Add if keep_x && is_additive_identity(ny, &n.ty, false) => Some(x),
+                BinaryOp::Add if keep_y && is_additive_identity(nx, &n.ty, false) => Some(y),
+                BinaryOp::Sub if keep_x && is_additive_identity(ny, &n.ty, true) => Some(x),
                 BinaryOp::Mul if keep_x && is_full_of(ny, 1.0) => Some(x),
                 BinaryOp::Mul if keep_y && is_full_of(nx, 1.0) => Some(y),
                 BinaryOp::Div if keep_x && is_full_of(ny, 1.0) => Some(x),
@@ -147,13 +165,34 @@ fn sum_of_pieces(
         let mut shape = n.ty.shape.clone();
         shape.0[dim] = len;
         let ty = TensorType { shape: shape.clone(), dtype: n.ty.dtype };
-        push(b, Op::Full(Full { shape, dtype: n.ty.dtype, value: F64Bits::new(0.0) }), SmallVec::new(), ty, n)
+        push(
+            b,
+            Op::Full(Full { shape, dtype: n.ty.dtype, value: F64Bits::new(0.0), device: crate::Device::Cpu }),
+            SmallVec::new(),
+            ty,
+            n,
+        )
     };
     for &(start, len, src) in &parts {
         if start > at {
             inputs.push(gap(b, start - at));
         }
-        inputs.push(src);
+        // `x + 0.0`, as the padded sum computed it: a `-0.0` becomes `+0.0`.
+        let piece = if n.ty.dtype.is_float() {
+            let ty = TensorType { shape: crate::Shape::scalar(), dtype: n.ty.dtype };
+            let f = Full {
+                shape: ty.shape.clone(),
+                dtype: n.ty.dtype,
+                value: F64Bits::new(0.0),
+                device: crate::Device::Cpu,
+            };
+            let zero = push(b, Op::Full(f), SmallVec::new(), ty, n);
+            let src_ty = b.node(src).ty.clone();
+            push(b, Op::Binary(BinaryOp::Add), smallvec![src, zero], src_ty, n)
+        } else {
+            src
+        };
+        inputs.push(piece);
         at = start + len;
     }
     if at < total {
@@ -173,14 +212,33 @@ mod tests {
     #[test]
     fn removes_identities_and_view_chains() {
         let g = trace(&[Tensor::ones([2, 3])], |x| {
-            let a = (&x[0] * 1.0 + 0.0).reshape([3, 2]).reshape([2, 3]);
-            let b = a.transpose(0, 1).transpose(0, 1).neg().neg();
+            let a = (&x[0] * 1.0 + -0.0).reshape([3, 2]).reshape([2, 3]);
+            let b = a.transpose(0, 1).transpose(0, 1).neg().neg().detach();
             vec![b]
         });
         let mut s = PassStats::default();
         let out = crate::passes::dce::run(run(g, &mut s), &mut s);
-        assert_eq!(s.get("simplify.rewrites"), 5); // *1, +0, reshape pair, transpose pair, neg pair
+        // *1, +(-0), reshape pair, transpose pair, neg pair (`detach` of a value without
+        // gradients is the value itself, and records nothing)
+        assert_eq!(s.get("simplify.rewrites"), 5);
         assert_eq!(out.op_count(), 0, "{out}");
+    }
+
+    #[test]
+    fn keeps_rewrites_that_change_signed_zeros() {
+        // `-0.0 + 0.0 == +0.0` and `-0.0 - (-0.0) == +0.0`: neither is the identity.
+        let x = Tensor::from_vec(vec![-0.0f32, 1.0], [2]);
+        let g = trace(std::slice::from_ref(&x), |x| vec![&x[0] + 0.0, &x[0] - -0.0]);
+        let mut s = PassStats::default();
+        let out = run(g, &mut s);
+        assert_eq!(s.get("simplify.rewrites"), 0, "{out}");
+        let (got, _) = crate::passes::optimize(out);
+        let e = crate::exec::Executor::compile(got).run(vec![x.clone()]);
+        for (o, want) in e.iter().zip([&x + 0.0, &x - -0.0]) {
+            let bits = |t: &Tensor| t.to_vec::<f32>().iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(o), bits(&want));
+            assert_eq!(bits(o)[0], 0.0f32.to_bits());
+        }
     }
 
     #[test]
@@ -195,6 +253,7 @@ mod tests {
         assert_eq!(count(&g, "pad"), 4);
         let mut s = PassStats::default();
         let out = crate::passes::dce::run(run(g, &mut s), &mut s);
-        assert_eq!((count(&out, "pad"), count(&out, "cat"), count(&out, "add")), (0, 1, 0), "{out}");
+        // One `+ 0.0` per piece keeps signed zeros as the padded sum has them (fused later).
+        assert_eq!((count(&out, "pad"), count(&out, "cat"), count(&out, "add")), (0, 1, 4), "{out}");
     }
 }

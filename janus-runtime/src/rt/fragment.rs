@@ -9,20 +9,25 @@
 //! 3. opaque inputs or outputs, unusable or disagreeing recordings, the variant limit, eager
 //!    mode and compile failures run the statements eagerly, each counted with its reason.
 //!
+//! Some replays are checked against the statements (see [`super::check`]). A replay that
+//! panics (an index out of range, say) runs the statements instead, so that eager mode's
+//! effects and panic happen exactly as without the attribute.
+//!
 //! A hit reads the variant table under a read lock and touches only atomics.
 
+use super::check::{self, Policy};
+use super::coverage::{EagerKind, OpScope};
+use super::instance::Instance;
 use super::key::{self, Key};
 use super::probe::{Probed, Replayed};
 use super::stats::{Counters, FragmentStats};
 use super::{Mode, mode};
-use crate::autograd::is_grad_enabled;
-use crate::graph::NodeOp;
+use crate::compile::{Compiled, OutKind, op_calls};
 use crate::module::ConstLeaf;
 use crate::tensor::Tensor;
 use crate::trace::{self, RecordingGuard};
-use crate::traced::Compiled;
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::Instant;
 
@@ -50,6 +55,12 @@ pub struct Site {
     /// A block whose recording has fewer ops than this, all on small tensors, runs eagerly
     /// from then on: replaying it would cost more than it saves.
     pub min_ops: u32,
+    /// The whole function's body (DESIGN §8): recorded speculatively (decisions on tensor
+    /// values become asserts) and replayed all-or-nothing.
+    pub speculative: bool,
+    /// Failed speculations (an assert that did not hold, or a path that changed while
+    /// profiling) after which a key stays on the fragment path.
+    pub max_failures: u32,
 }
 
 /// A static block's dispatch state; one `static` per block in the generated code.
@@ -61,7 +72,8 @@ pub struct Fragment {
 struct State {
     variants: RwLock<HashMap<u64, Vec<Arc<Variant>>, key::BuildFx>>,
     keys: AtomicU64,
-    opaque: OnceLock<String>,
+    /// Why every call runs the statements (an opaque output, too few ops), once known.
+    opaque: OnceLock<(String, EagerKind)>,
     counters: Counters,
 }
 
@@ -75,6 +87,8 @@ struct Variant {
     staged: OnceLock<Arc<Staged>>,
     unstageable: OnceLock<String>,
     profile: Mutex<Profile>,
+    /// Failed speculations of this key so far (a restarted variant carries them over).
+    failures: AtomicU64,
 }
 
 #[derive(Default)]
@@ -87,13 +101,54 @@ struct Profile {
 struct Recorded {
     graph: crate::graph::Graph,
     consts: Vec<ConstLeaf>,
-    kinds: Vec<(bool, bool)>,
+    kinds: Vec<OutKind>,
+    /// What each asserted predicate (the graph's last outputs) must be, and the host path.
+    asserts: Vec<bool>,
+    path: Vec<(u32, bool)>,
 }
 
 /// A compiled variant.
 struct Staged {
     compiled: Arc<Compiled>,
     consts: Vec<ConstLeaf>,
+    /// What each asserted predicate must be (speculative variants; the graph's last outputs).
+    asserts: Vec<bool>,
+    /// Replays so far, checked and panicked ones included (numbers the sampled checks).
+    replays: AtomicU64,
+    counts: ReplayCounts,
+    /// Set when a check found the replay disagreeing with eager execution: the key runs its
+    /// statements from then on.
+    invalid: AtomicBool,
+}
+
+/// A variant's replays that did not hand back their own results, and where statistics start.
+#[derive(Default)]
+struct ReplayCounts {
+    checks: AtomicU64,
+    /// Replays that did not hand back their results: they panicked, or an assert failed.
+    panicked: AtomicU64,
+    /// `(replays, checks, panicked)` at the last `reset_stats()`.
+    since: Mutex<(u64, u64, u64)>,
+}
+
+impl Staged {
+    /// `(hits, checks, replays that ran the compiled graph for the caller)` since the last
+    /// `reset_stats()`.
+    fn counted(&self) -> (u64, u64, u64) {
+        let since = *self.counts.since.lock().unwrap();
+        let replays = self.replays.load(Ordering::Relaxed) - since.0;
+        let checks = self.counts.checks.load(Ordering::Relaxed) - since.1;
+        let panicked = self.counts.panicked.load(Ordering::Relaxed) - since.2;
+        (replays - panicked, checks, replays - panicked - checks)
+    }
+
+    fn restart_counts(&self) {
+        *self.counts.since.lock().unwrap() = (
+            self.replays.load(Ordering::Relaxed),
+            self.counts.checks.load(Ordering::Relaxed),
+            self.counts.panicked.load(Ordering::Relaxed),
+        );
+    }
 }
 
 /// What the generated code does next.
@@ -108,12 +163,25 @@ pub enum Enter {
 pub struct Scope {
     frag: &'static Fragment,
     kind: ScopeKind,
+    /// Claims the eager ops the statements run (for coverage), also when they panic.
+    _ops: OpScope,
 }
 
 enum ScopeKind {
     Plain,
     Recording { variant: Arc<Variant>, guard: RecordingGuard, leaves: Vec<Tensor> },
-    Check { key: u64, replayed: Vec<Tensor>, _running: Checking },
+    Check(CheckRun),
+}
+
+/// A checked call: the replay's results, to compare with the statements' at exit.
+struct CheckRun {
+    key: u64,
+    variant: Arc<Variant>,
+    staged: Arc<Staged>,
+    replayed: Vec<Tensor>,
+    policy: Policy,
+    started: Instant,
+    _running: Checking,
 }
 
 thread_local! {
@@ -153,6 +221,7 @@ impl Fragment {
         self.state.get_or_init(|| {
             super::stats::register(self);
             crate::config::init_logging();
+            crate::panics::install_hook();
             State {
                 variants: RwLock::new(HashMap::default()),
                 keys: AtomicU64::new(0),
@@ -162,87 +231,151 @@ impl Fragment {
         })
     }
 
-    /// `function#block`.
+    /// `function#block`, or `function#fn` for a whole function.
     pub fn name(&self) -> String {
-        format!("{}#{}", self.site.function, self.site.index)
+        if self.site.speculative {
+            format!("{}#fn", self.site.function)
+        } else {
+            format!("{}#{}", self.site.function, self.site.index)
+        }
     }
 
     fn span(&self) -> String {
         format!("{}:{}", self.site.file, self.site.line)
     }
 
-    /// Decides how this call runs. `generics` are the `type_name`s of the function's generic
-    /// parameters (and `Self`), which key the cache like inputs do.
-    pub fn enter(&'static self, probes: impl FnOnce() -> Vec<Probed>, generics: &[&'static str]) -> Enter {
+    /// Decides how this call runs. `instance` identifies the instantiation of the function
+    /// (its generic parameters, an enclosing `impl`'s and `Self`), which keys the cache like
+    /// inputs do.
+    pub fn enter(&'static self, probes: impl FnOnce() -> Vec<Probed>, instance: Instance) -> Enter {
         let st = self.state();
         Counters::bump(&st.counters.calls);
-        let plain = |reason: &str| {
+        let plain = |reason: &str, kind: EagerKind| {
             st.counters.eager(reason);
-            Enter::Body(Scope { frag: self, kind: ScopeKind::Plain })
+            Enter::Body(self.scope(ScopeKind::Plain, kind))
         };
         let mode = mode();
         if mode == Mode::Eager {
-            return plain("mode eager");
+            return plain("mode eager", EagerKind::ModeEager);
         }
         if trace::is_recording() {
-            return plain("recorded inline by an enclosing graph");
+            return plain("recorded inline by an enclosing graph", EagerKind::Recorded);
         }
         if Checking::active() {
-            return plain("checked as part of an enclosing block");
+            return plain("checked as part of an enclosing block", EagerKind::Checked);
         }
-        if let Some(why) = st.opaque.get() {
-            return plain(why);
+        if let Some((why, kind)) = st.opaque.get() {
+            return plain(why, *kind);
         }
         let inputs = probes();
         if let Some(p) = inputs.iter().find(|p| p.opaque.is_some()) {
-            return plain(&format!("opaque input `{}`: {}", p.name, p.opaque.unwrap()));
+            let why = format!("opaque input `{}`: {}", p.name, p.opaque.unwrap());
+            return plain(&why, EagerKind::Opaque);
         }
         let leaves = key::gather_leaves(&inputs);
         let firsts = key::first_occurrences(&leaves);
-        let key = key::build(&inputs, (&leaves, &firsts), generics, mode);
+        let key = key::build(&inputs, (&leaves, &firsts), instance, mode);
         let fp = key.fingerprint();
         let variant = match self.lookup(st, fp, &key) {
             Some(v) => v,
             None => match self.insert(st, fp, key, &inputs) {
                 Ok(v) => v,
-                Err(why) => return plain(&why),
+                Err(why) => return plain(&why, EagerKind::VariantLimit),
             },
         };
-        if let Some(staged) = variant.staged.get() {
-            let n = st.counters.hits.fetch_add(1, Ordering::Relaxed) + 1;
-            let every = crate::config::config().check_every;
+        if let Some(staged) = variant.staged.get()
+            && !staged.invalid.load(Ordering::Relaxed)
+        {
+            let n = staged.replays.fetch_add(1, Ordering::Relaxed) + 1;
             let distinct = key::distinct(leaves, &firsts);
-            if mode == Mode::Check || (every > 0 && n.is_multiple_of(every)) {
-                // Replay, then rewind the random stream so the statements draw the same numbers.
-                let pos = crate::random::stream_position();
-                let replayed = staged.compiled.replay(&distinct);
-                crate::random::set_stream_position(pos.0, pos.1);
-                Counters::bump(&st.counters.checks);
-                let kind = ScopeKind::Check { key: fp, replayed, _running: Checking::start() };
-                return Enter::Body(Scope { frag: self, kind });
+            if let Some(policy) = check::due(mode, n) {
+                return self.start_check(st, fp, &variant, staged, &distinct, policy);
             }
-            let tensors = staged.compiled.replay(&distinct).into();
+            let sink: &'static Counters = &st.counters;
+            let pos = (!staged.asserts.is_empty()).then(crate::random::stream_position);
+            let replayed =
+                crate::panics::catch_quietly(|| staged.compiled.replay_counted(&distinct, Some(sink)));
+            if replayed.is_err() {
+                staged.counts.panicked.fetch_add(1, Ordering::Relaxed);
+            }
+            let Ok(mut tensors) = replayed else {
+                return plain("the replay panicked: ran the statements", EagerKind::ReplayPanicked);
+            };
+            if let Some(pos) = pos
+                && !super::speculate::commit(&mut tensors, &staged.asserts)
+            {
+                // Nothing of the replay is kept: the call runs the statements, the random
+                // stream where it was.
+                crate::random::set_stream_position(pos.0, pos.1);
+                self.speculation_failed(st, fp, &variant, "an assert did not hold");
+                return plain("speculation failed: ran the statements", EagerKind::SpeculationFailed);
+            }
             return Enter::Replay(Replayed {
-                tensors,
+                tensors: tensors.into(),
                 consts: staged.consts.iter().copied().collect::<VecDeque<_>>(),
             });
         }
         if let Some(why) = variant.unstageable.get() {
-            return plain(why);
+            return plain(why, EagerKind::Unstageable);
         }
         let Ok(mut prof) = variant.profile.try_lock() else {
-            return plain("being compiled on another thread");
+            return plain("being compiled on another thread", EagerKind::Busy);
         };
         prof.calls += 1;
         drop(prof);
         Counters::bump(&st.counters.traces);
-        let guard = trace::start();
+        let guard = if self.site.speculative { trace::start_speculative() } else { trace::start() };
         let names: Vec<&'static str> =
             inputs.iter().flat_map(|p| std::iter::repeat_n(p.name, p.leaves.len())).collect();
         for (k, t) in leaves.iter().enumerate() {
             guard.register_input(t, names.get(k).copied().unwrap_or("grads"));
         }
-        Enter::Body(Scope { frag: self, kind: ScopeKind::Recording { variant, guard, leaves } })
+        Enter::Body(self.scope(ScopeKind::Recording { variant, guard, leaves }, EagerKind::Recorded))
+    }
+
+    #[inline(never)] // off the hit path
+    fn scope(&'static self, kind: ScopeKind, counted_as: EagerKind) -> Scope {
+        let counter = self.state().counters.eager_ops(counted_as);
+        Scope { frag: self, kind, _ops: OpScope::open(counter) }
+    }
+
+    /// A checked call: replays (then rewinds the random stream, so the statements draw the
+    /// same numbers), and runs the statements; [`Scope::exit`] compares.
+    #[cold]
+    fn start_check(
+        &'static self,
+        st: &State,
+        key: u64,
+        variant: &Arc<Variant>,
+        staged: &Arc<Staged>,
+        distinct: &[Tensor],
+        policy: Policy,
+    ) -> Enter {
+        let started = Instant::now();
+        let pos = crate::random::stream_position();
+        let replayed = crate::panics::catch_quietly(|| staged.compiled.replay(distinct));
+        crate::random::set_stream_position(pos.0, pos.1);
+        let Ok(mut replayed) = replayed else {
+            staged.counts.panicked.fetch_add(1, Ordering::Relaxed);
+            st.counters.eager("the replay panicked: ran the statements");
+            return Enter::Body(self.scope(ScopeKind::Plain, EagerKind::ReplayPanicked));
+        };
+        if !staged.asserts.is_empty() && !super::speculate::commit(&mut replayed, &staged.asserts) {
+            self.speculation_failed(st, key, variant, "an assert did not hold");
+            st.counters.eager("speculation failed: ran the statements");
+            return Enter::Body(self.scope(ScopeKind::Plain, EagerKind::SpeculationFailed));
+        }
+        staged.counts.checks.fetch_add(1, Ordering::Relaxed);
+        let run = CheckRun {
+            key,
+            variant: variant.clone(),
+            staged: staged.clone(),
+            replayed,
+            policy,
+            started,
+            _running: Checking::start(),
+        };
+        Enter::Body(self.scope(ScopeKind::Check(run), EagerKind::Checked))
     }
 
     fn lookup(&self, st: &State, fp: u64, key: &Key) -> Option<Arc<Variant>> {
@@ -285,12 +418,73 @@ impl Fragment {
             staged: OnceLock::new(),
             unstageable: OnceLock::new(),
             profile: Mutex::new(Profile::default()),
+            failures: AtomicU64::new(0),
         });
         map.entry(fp).or_default().push(v.clone());
         Ok(v)
     }
 
+    pub(crate) fn site(&self) -> &Site {
+        &self.site
+    }
+
+    /// A speculative replay's assert did not hold: count it, and profile the key afresh (a new
+    /// variant with the same key replaces this one), or after `max_failures` keep it on the
+    /// fragment path.
+    #[cold]
+    fn speculation_failed(&'static self, st: &State, fp: u64, v: &Arc<Variant>, what: &str) {
+        Counters::bump(&st.counters.assert_failures);
+        if let Some(s) = v.staged.get() {
+            s.counts.panicked.fetch_add(1, Ordering::Relaxed);
+            // The statistics of the variant being replaced live on in the fragment's.
+            let (h, c, own) = s.counted();
+            let ops = own * s.compiled.recorded_ops();
+            st.counters.retired_hits.fetch_add(h, Ordering::Relaxed);
+            st.counters.retired_checks.fetch_add(c, Ordering::Relaxed);
+            st.counters.retired_staged_ops.fetch_add(ops, Ordering::Relaxed);
+        }
+        let failures = v.failures.fetch_add(1, Ordering::Relaxed) + 1;
+        if failures >= self.max_failures() {
+            let why =
+                format!("speculation failed {failures} time(s) ({what}): the key stays on the fragment path");
+            if let Some(s) = v.staged.get() {
+                s.invalid.store(true, Ordering::Relaxed);
+            }
+            let _ = v.unstageable.set(why);
+            return;
+        }
+        let fresh = Arc::new(Variant {
+            key: v.key.clone(),
+            inputs: v.inputs.clone(),
+            staged: OnceLock::new(),
+            unstageable: OnceLock::new(),
+            profile: Mutex::new(Profile::default()),
+            failures: AtomicU64::new(failures),
+        });
+        let mut map = st.variants.write().unwrap();
+        if let Some(slot) = map.get_mut(&fp).and_then(|vs| vs.iter_mut().find(|x| Arc::ptr_eq(x, v))) {
+            *slot = fresh;
+        }
+    }
+
+    /// Two profiled recordings took different paths (a decision went another way): a failed
+    /// speculation, counted like one.
+    fn path_changed(&'static self, v: &Arc<Variant>) {
+        let st = self.state();
+        Counters::bump(&st.counters.assert_failures);
+        let failures = v.failures.fetch_add(1, Ordering::Relaxed) + 1;
+        if failures >= self.max_failures() {
+            let why = format!(
+                "the path changed between profiled calls {failures} time(s): the key stays on the fragment path"
+            );
+            let _ = v.unstageable.set(why);
+        }
+    }
+
     fn unstageable(&self, v: &Variant, why: String) {
+        if v.staged.get().is_some_and(|s| !s.invalid.load(Ordering::Relaxed)) {
+            return; // compiled meanwhile (a recording that ran while another compiled)
+        }
         log::info!(target: "janus", "{} ({}) runs eagerly for this key: {why}", self.name(), self.span());
         let _ = v.unstageable.set(why);
     }
@@ -309,6 +503,12 @@ impl Fragment {
             prof.last = Some(rec);
             return;
         };
+        if rec.asserts != prev.asserts || rec.path != prev.path {
+            // A decision went another way: profile again from this recording.
+            prof.last = Some(rec);
+            drop(prof);
+            return self.path_changed(v);
+        }
         if let Some(d) = rec.graph.diff(&prev.graph) {
             let at = d.span.map(|s| format!("{}:{}", s.file(), s.line())).unwrap_or_else(|| self.span());
             let what = if d.constant_only {
@@ -326,9 +526,10 @@ impl Fragment {
             prof.last = Some(rec);
             return;
         }
-        let ops = (rec.graph.nodes.iter())
-            .filter(|n| matches!(&n.op, NodeOp::Op(op) if !matches!(op, crate::ops::Op::Full(_))))
+        let fills = (rec.graph.nodes.iter())
+            .filter(|n| matches!(&n.op, crate::graph::NodeOp::Op(crate::ops::Op::Full(_))))
             .count();
+        let ops = op_calls(&rec.graph) as usize - fills;
         let largest = rec.graph.nodes.iter().map(|n| n.ty.shape.numel()).max().unwrap_or(0);
         if ops < self.site.min_ops as usize && largest < SMALL_ELEMS {
             let why = format!(
@@ -336,23 +537,32 @@ impl Fragment {
                 self.site.min_ops
             );
             log::info!(target: "janus", "{} ({}) always runs eagerly: {why}", self.name(), self.span());
-            let _ = st.opaque.set(why);
+            let _ = st.opaque.set((why, EagerKind::TooSmall));
             return;
         }
         let t0 = Instant::now();
         let distinct = key::distinct(leaves.to_vec(), &key::first_occurrences(leaves));
-        let mut needs: Vec<bool> = distinct.iter().map(|t| t.needs_grad() && is_grad_enabled()).collect();
+        // As the recording saw them (see `trace`): the key holds every leaf's grad flags.
+        let mut needs: Vec<bool> = distinct.iter().map(|t| t.needs_grad() && t.dtype().is_float()).collect();
         needs.resize(rec.graph.inputs.len(), false);
         let name = self.name();
         let built = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             Compiled::new(&name, rec.graph, &needs, &rec.kinds)
         }));
         match built {
-            Ok(c) => {
+            Ok(Err(why)) => self.unstageable(v, format!("cannot replay: {why}")),
+            Ok(Ok(c)) => {
                 st.counters.compile_us.fetch_add(t0.elapsed().as_micros() as u64, Ordering::Relaxed);
                 Counters::bump(&st.counters.compiles);
                 log::info!(target: "janus", "{name} ({}) compiled: {} ops in {:.2} ms", self.span(), c.graph().op_count(), c.compile_ms);
-                let _ = v.staged.set(Arc::new(Staged { compiled: Arc::new(c), consts: rec.consts }));
+                let _ = v.staged.set(Arc::new(Staged {
+                    compiled: Arc::new(c),
+                    consts: rec.consts,
+                    asserts: rec.asserts,
+                    replays: AtomicU64::new(0),
+                    counts: ReplayCounts::default(),
+                    invalid: AtomicBool::new(false),
+                }));
             }
             Err(e) => {
                 let msg = e
@@ -367,19 +577,43 @@ impl Fragment {
     pub(crate) fn snapshot(&'static self) -> FragmentStats {
         let st = self.state();
         let c = &st.counters;
-        let variants =
-            st.variants.read().unwrap().values().flatten().filter(|v| v.staged.get().is_some()).count();
+        let (mut variants, mut hits, mut checks, mut staged_ops) = (0, 0, 0, 0);
+        for s in st.variants.read().unwrap().values().flatten().filter_map(|v| v.staged.get()) {
+            variants += !s.invalid.load(Ordering::Relaxed) as usize;
+            let (h, c, own) = s.counted();
+            (hits, checks, staged_ops) = (hits + h, checks + c, staged_ops + own * s.compiled.recorded_ops());
+        }
+        hits += c.retired_hits.load(Ordering::Relaxed);
+        checks += c.retired_checks.load(Ordering::Relaxed);
+        staged_ops += c.retired_staged_ops.load(Ordering::Relaxed);
         FragmentStats {
             name: self.name(),
             span: self.span(),
             calls: c.calls.load(Ordering::Relaxed),
-            hits: c.hits.load(Ordering::Relaxed),
+            hits,
             traces: c.traces.load(Ordering::Relaxed),
             compiles: c.compiles.load(Ordering::Relaxed),
             compile_ms: c.compile_us.load(Ordering::Relaxed) as f64 / 1e3,
-            checks: c.checks.load(Ordering::Relaxed),
+            checks,
+            check_ms: c.check_us.load(Ordering::Relaxed) as f64 / 1e3,
+            divergences: c.divergences.load(Ordering::Relaxed),
+            assert_failures: c.assert_failures.load(Ordering::Relaxed),
             variants,
             eager: c.eager.lock().unwrap().clone(),
+            staged_ops,
+            staged_backward_ops: c.staged_backward_ops.load(Ordering::Relaxed),
+            eager_ops: (EagerKind::ALL.iter())
+                .map(|&k| (k, c.eager_ops(k).load(Ordering::Relaxed)))
+                .filter(|&(_, n)| n > 0)
+                .collect(),
+        }
+    }
+
+    pub(crate) fn reset_stats(&'static self) {
+        let st = self.state();
+        st.counters.clear();
+        for s in st.variants.read().unwrap().values().flatten().filter_map(|v| v.staged.get()) {
+            s.restart_counts();
         }
     }
 
@@ -393,65 +627,78 @@ impl Fragment {
     }
 }
 
-/// Max error of `got` against `want`, relative to `want`'s largest finite magnitude (at least
-/// 1e-3); NaN must match NaN and infinities exactly.
-fn mismatch(got: &Tensor, want: &Tensor) -> Option<f64> {
-    if got.dims() != want.dims() || got.dtype() != want.dtype() {
-        return Some(f64::INFINITY);
-    }
-    let (g, w) = (got.to_vec::<f64>(), want.to_vec::<f64>());
-    let scale = w.iter().filter(|v| v.is_finite()).fold(1e-3f64, |m, v| m.max(v.abs()));
-    let tol = if want.dtype() == crate::DType::F64 { 1e-10 } else { 1e-5 };
-    let mut worst: f64 = 0.0;
-    for (a, b) in g.iter().zip(&w) {
-        if a.is_nan() != b.is_nan() || ((a.is_infinite() || b.is_infinite()) && a != b) {
-            return Some(f64::INFINITY);
-        }
-        if a.is_finite() {
-            worst = worst.max((a - b).abs() / scale);
-        }
-    }
-    (worst > tol).then_some(worst)
-}
-
 impl Scope {
     /// Finishes the block: compares, records or compiles, as [`Fragment::enter`] decided.
     pub fn exit(self, outputs: Vec<Probed>) {
-        let frag = self.frag;
+        let Scope { frag, kind, _ops } = self;
         let st = frag.state();
-        match self.kind {
+        match kind {
             ScopeKind::Plain => {}
             ScopeKind::Recording { variant, guard, leaves } => {
                 if let Some(p) = outputs.iter().find(|p| p.opaque.is_some()) {
                     let why = format!("output `{}` cannot be rebuilt: {}", p.name, p.opaque.unwrap());
                     log::info!(target: "janus", "{} ({}) always runs eagerly: {why}", frag.name(), frag.span());
-                    let _ = st.opaque.set(why);
+                    let _ = st.opaque.set((why, EagerKind::Opaque));
                     return; // dropping the guard abandons the recording
                 }
                 let outs: Vec<&Tensor> = outputs.iter().flat_map(|p| p.leaves.iter()).collect();
-                let kinds = outs.iter().map(|t| (t.is_leaf(), t.needs_grad() && !t.is_leaf())).collect();
+                let mut kinds = OutKind::of(&outs);
+                // As with PyTorch's `retain_graph=False`, a graph that `backward()` walked is
+                // consumed: a replay of a recording that ran `backward()` (a whole function)
+                // returns results without history, so no residuals are kept for a second one.
+                if guard.saw_backward() {
+                    for k in &mut kinds {
+                        k.history = false;
+                    }
+                }
                 let consts = outputs.iter().flat_map(|p| p.consts.iter().copied()).collect();
-                match guard.finish(&outs) {
-                    Ok(graph) => frag.record_finished(&variant, &leaves, Recorded { graph, consts, kinds }),
+                match guard.finish_speculative(&outs) {
+                    Ok(f) => {
+                        let first = kinds.len();
+                        kinds.extend((0..f.asserts.len()).map(|k| OutKind {
+                            leaf: false,
+                            history: false,
+                            same_as: first + k,
+                        }));
+                        let rec =
+                            Recorded { graph: f.graph, consts, kinds, asserts: f.asserts, path: f.path };
+                        frag.record_finished(&variant, &leaves, rec)
+                    }
                     Err(why) => frag.unstageable(&variant, why.to_string()),
                 }
             }
-            ScopeKind::Check { key, replayed, .. } => {
-                let outs: Vec<(&'static str, &Tensor)> =
-                    outputs.iter().flat_map(|p| p.leaves.iter().map(move |t| (p.name, t))).collect();
-                for (k, ((name, want), got)) in outs.iter().zip(&replayed).enumerate() {
-                    if let Some(err) = mismatch(got, want) {
-                        panic!(
-                            "janus check: fragment `{}` at {} disagrees with eager execution: output `{name}` (leaf {k}, {:?} {}) has max relative error {err:e} (key {key:016x})",
-                            frag.name(),
-                            frag.span(),
-                            want.shape(),
-                            want.dtype()
-                        );
-                    }
-                }
+            ScopeKind::Check(run) => frag.finish_check(run, &outputs),
+        }
+    }
+}
+
+impl Fragment {
+    /// Compares a checked call's replay with its statements' results; a disagreement panics in
+    /// check mode, and otherwise invalidates the variant with a warning (the statements'
+    /// results, already the block's, are what the call returns).
+    fn finish_check(&'static self, run: CheckRun, outputs: &[Probed]) {
+        let st = self.state();
+        let eager: Vec<(&'static str, &Tensor)> =
+            outputs.iter().flat_map(|p| p.leaves.iter().map(move |t| (p.name, t))).collect();
+        let eager_consts: Vec<ConstLeaf> = outputs.iter().flat_map(|p| p.consts.iter().copied()).collect();
+        let diff = check::compare(&run.replayed, &run.staged.consts, &eager, &eager_consts);
+        st.counters.check_us.fetch_add(run.started.elapsed().as_micros() as u64, Ordering::Relaxed);
+        let Some(diff) = diff else { return };
+        Counters::bump(&st.counters.divergences);
+        let what = format!(
+            "fragment `{}` at {} disagrees with eager execution: {diff} (key {:016x})",
+            self.name(),
+            self.span(),
+            run.key
+        );
+        match run.policy {
+            Policy::Panic => panic!("janus check: {what}"),
+            Policy::Invalidate => {
+                log::warn!(target: "janus", "{what}; this key runs its statements from now on (a helper reading a global or thread-local that changed?)");
+                let _ =
+                    run.variant.unstageable.set(format!("diverged from eager execution at a check: {diff}"));
+                run.staged.invalid.store(true, Ordering::Relaxed);
             }
         }
-        let _ = st;
     }
 }

@@ -1,8 +1,11 @@
-//! Fragment keys (DESIGN §6, §13 rules 8-10, 12): per input leaf its dtype, shape and grad
-//! flags; the constant leaves; the structure and type of every input; which leaves are the same
-//! tensor (alias classes); the grad mode and execution mode; and the function's generic
-//! parameters. Compared by a precomputed fingerprint first, then in full.
+//! Fragment keys (DESIGN §6, §13 rules 8-10, 12): per input leaf its dtype, shape, device and
+//! grad flags; the constant leaves; the structure and type of every input (a `Grads` by its
+//! length and which input leaves it holds); which leaves are the same tensor (alias classes);
+//! the grad mode and execution mode; and the instantiation of the function (its generic
+//! parameters and those of an enclosing `impl`). Compared by a precomputed fingerprint first,
+//! then in full.
 
+use super::instance::Instance;
 use super::probe::Probed;
 use crate::autograd::is_grad_enabled;
 use crate::module::ConstLeaf;
@@ -15,6 +18,7 @@ use std::hash::{Hash, Hasher};
 pub struct Key {
     words: Vec<u64>,
     names: Vec<&'static str>,
+    instance: Instance,
 }
 
 impl Key {
@@ -77,7 +81,11 @@ fn const_words(c: &ConstLeaf, w: &mut Vec<u64>) {
 
 fn leaf_words(t: &Tensor, w: &mut Vec<u64>) {
     let flags = (t.is_leaf() as u64) | ((t.needs_grad() as u64) << 1);
-    w.push(t.dtype() as u64 | (flags << 8) | ((t.rank() as u64) << 16));
+    let device = match t.device() {
+        crate::Device::Cpu => 0,
+        crate::Device::Cuda(n) => n as u64 + 1,
+    };
+    w.push(t.dtype() as u64 | (flags << 8) | ((t.rank() as u64) << 16) | (device << 24));
     w.extend(t.dims().iter().map(|&d| d as u64));
 }
 
@@ -106,12 +114,12 @@ pub(crate) fn gather_leaves(inputs: &[Probed]) -> Vec<Tensor> {
 pub(crate) fn build(
     inputs: &[Probed],
     (leaves, firsts): (&[Tensor], &[usize]),
-    generics: &[&'static str],
+    instance: Instance,
     mode: super::Mode,
 ) -> Key {
     let mut words = Vec::with_capacity(8 + 2 * inputs.len() + 6 * leaves.len());
     words.extend([mode as u64, is_grad_enabled() as u64, inputs.len() as u64]);
-    let mut names: Vec<&'static str> = generics.to_vec();
+    let mut names: Vec<&'static str> = Vec::with_capacity(inputs.len());
     for p in inputs {
         names.push(p.type_name);
         words.push(p.leaves.len() as u64);
@@ -120,7 +128,9 @@ pub(crate) fn build(
             const_words(c, &mut words);
         }
         if let Some(g) = &p.grads {
-            // Which plain input leaves have a gradient, by position.
+            // Its structure: how many leaves have a gradient (`grads.len()` is a host value),
+            // and which plain input leaves do, by position.
+            words.push(g.len() as u64);
             let plain = inputs.iter().filter(|q| q.grads.is_none()).flat_map(|q| q.leaves.iter());
             for (k, l) in plain.enumerate() {
                 if g.get(l).is_some() {
@@ -135,7 +145,7 @@ pub(crate) fn build(
         leaf_words(t, &mut words);
         words.push(first as u64);
     }
-    Key { words, names }
+    Key { words, names, instance }
 }
 
 /// For each leaf, the position of the first leaf that is the same tensor. A linear scan for the

@@ -1,23 +1,39 @@
-//! The runtime API that `#[janus]`-generated code calls (DESIGN §5-6). Users normally only
-//! touch [`Mode`], [`set_mode`], [`with_mode`], [`explain`], [`stats`] and [`reset_caches`]
-//! (re-exported at the crate root); the rest is public for the macro's expansion.
+//! The runtime behind `#[janus]` (DESIGN §5-6): fragment dispatch, keys, probes, check mode,
+//! statistics. Users call [`Mode`], [`set_mode`], [`with_mode`], [`explain`], [`stats`],
+//! [`reset_stats`], [`reset_caches`] and [`set_self_check`] (re-exported at the crate root);
+//! what generated code calls lives in the hidden [`__private`] module, as serde does.
 
+mod check;
+mod coverage;
 mod fragment;
+mod instance;
 mod key;
-mod mode;
 mod probe;
+mod speculate;
 mod stats;
 
-pub use fragment::{Enter, Fragment, Scope, Site};
-pub use key::Key;
-pub use mode::{Mode, mode, set_mode, with_mode};
-pub use probe::{
-    FixedMutRef, FixedOther, InOutModule, InOutOpaque, InOutRef, Input, OutputModule, OutputModuleRef,
-    OutputOpaque, Probe, ProbeKeyed, ProbeOpaque, Probed, Prober, Replayed, Witness,
-};
-pub use stats::{FragmentStats, Stats, explain, reset_caches, stats};
+pub use crate::config::{Mode, mode, set_mode, with_mode};
+pub use check::{SAMPLE_PERIOD, self_check, set_self_check};
+pub use coverage::EagerKind;
+pub use probe::{Input, Prober};
+pub use stats::{FragmentStats, OpCounts, Stats, explain, reset_caches, reset_stats, stats};
 
 use crate::{DType, Tensor};
+
+/// What `#[janus]` and `#[derive(Module)]` expansions call. Not for users: its names and
+/// signatures change with the macro.
+#[doc(hidden)]
+pub mod __private {
+    pub use super::fragment::{Enter, Fragment, Scope, Site};
+    pub use super::instance::Instance;
+    pub use super::key::Key;
+    pub use super::probe::{
+        FixedMutRef, FixedOther, InOutModule, InOutOpaque, InOutRef, Input, OutputModule, OutputOpaque,
+        Probe, ProbeKeyed, ProbeOpaque, Probed, Prober, Replayed, Witness,
+    };
+    pub use super::speculate::{Cmp, branch, host_statement, item_cmp};
+    pub use super::{DynamicScalar, dynamic_scalar};
+}
 
 /// A host scalar named in `#[janus(dynamic(..))]`, as a scalar tensor: a runtime input of the
 /// graph instead of a constant baked into it (DESIGN §13 rule 13).
@@ -52,12 +68,9 @@ pub fn dynamic_scalar<S: DynamicScalar>(value: S) -> Tensor {
     value.to_tensor()
 }
 
-/// Test-only fault injection (hidden from the docs).
+/// Test-only fault injection (the `fault-injection` feature; hidden from the docs).
+#[cfg(feature = "fault-injection")]
 #[doc(hidden)]
 pub mod testing {
-    /// Makes every fused kernel add 1 to its first output element, to show that
-    /// `JANUS_MODE=check` catches a miscompiled kernel.
-    pub fn break_fused_kernels(on: bool) {
-        crate::exec::BREAK_FUSED.store(on, std::sync::atomic::Ordering::Relaxed);
-    }
+    pub use crate::exec::break_fused_kernels;
 }

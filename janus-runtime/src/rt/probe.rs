@@ -4,10 +4,11 @@
 //! Containers decide on their element type at run time (DESIGN §13 rule 5), because `T` in
 //! `Vec<T>` may still be uninferred where the probe is written.
 
+use super::instance::erased_type_id;
 use crate::autograd::Grads;
 use crate::module::{ConstLeaf, Leaves, Module, Visitor};
 use crate::tensor::Tensor;
-use std::any::Any;
+use std::any::TypeId;
 use std::collections::VecDeque;
 use std::marker::PhantomData;
 
@@ -45,7 +46,7 @@ impl Prober {
         self.probed.opaque.get_or_insert(type_name);
     }
 
-    fn elements<T: 'static>(&mut self, xs: &[T]) {
+    fn elements<T>(&mut self, xs: &[T]) {
         self.probed.consts.push(ConstLeaf::Len(xs.len()));
         for x in xs {
             probe_any(x, self);
@@ -62,18 +63,25 @@ impl Visitor for Prober {
     }
 }
 
-/// Probes a value known only by `TypeId`: tensors, scalars and nested vectors of them.
-fn probe_any<T: 'static>(x: &T, p: &mut Prober) {
-    let a = x as &dyn Any;
+/// Probes a value known only by `TypeId`: tensors, references to them, scalars and nested
+/// vectors of them. Lifetimes are erased, so a `Vec<&Tensor>` built from a block's values
+/// probes too.
+fn probe_any<T>(x: &T, p: &mut Prober) {
+    let id = erased_type_id::<T>();
     macro_rules! try_types {
         ($($t:ty),*) => {$(
-            if let Some(v) = a.downcast_ref::<$t>() {
+            if id == TypeId::of::<$t>() {
+                // SAFETY: `T` is `$t` up to lifetimes, which do not change the layout. The
+                // reference only lives for this call, which clones the tensors it reads, so no
+                // borrow is used beyond its lifetime.
+                let v = unsafe { &*(x as *const T as *const $t) };
                 return v.probe(p);
             }
         )*};
     }
     try_types!(
         Tensor,
+        &'static Tensor,
         f32,
         f64,
         i64,
@@ -82,6 +90,7 @@ fn probe_any<T: 'static>(x: &T, p: &mut Prober) {
         u32,
         bool,
         Vec<Tensor>,
+        Vec<&'static Tensor>,
         Vec<f32>,
         Vec<f64>,
         Vec<i64>,
@@ -132,25 +141,25 @@ impl<T: Input + ?Sized> Input for Box<T> {
     }
 }
 
-impl<T: 'static> Input for [T] {
+impl<T> Input for [T] {
     fn probe(&self, p: &mut Prober) {
         p.elements(self);
     }
 }
 
-impl<T: 'static> Input for Vec<T> {
+impl<T> Input for Vec<T> {
     fn probe(&self, p: &mut Prober) {
         p.elements(self);
     }
 }
 
-impl<T: 'static, const N: usize> Input for [T; N] {
+impl<T, const N: usize> Input for [T; N] {
     fn probe(&self, p: &mut Prober) {
         p.elements(self);
     }
 }
 
-impl<T: 'static> Input for Option<T> {
+impl<T> Input for Option<T> {
     fn probe(&self, p: &mut Prober) {
         p.probed.consts.push(ConstLeaf::Variant(self.is_some() as u32));
         if let Some(x) = self {
@@ -276,34 +285,10 @@ impl<T: Module> OutputModule<T> for &&Witness<T> {
     }
 }
 
-/// Outputs that are `&mut` references to modules (a parameter `m: &mut Net` handed to a call
-/// that rebinds its leaves): restored through the reference.
-pub trait OutputModuleRef<T> {
-    /// Probes an output value.
-    fn output(&self, value: &T, name: &'static str) -> Probed;
-    /// A reference cannot be rebuilt: such an output is only ever restored.
-    fn take(&self, out: &mut Replayed) -> T;
-    /// Rebuilds the referenced module.
-    fn restore(&self, place: &mut T, out: &mut Replayed);
-}
-
-impl<'a, U: Module> OutputModuleRef<&'a mut U> for &Witness<&'a mut U> {
-    fn output(&self, value: &&'a mut U, name: &'static str) -> Probed {
-        let mut p = Prober::default();
-        (**value).visit(&mut p);
-        p.probed.name = name;
-        p.probed.type_name = std::any::type_name::<U>();
-        p.probed
-    }
-    fn take(&self, _out: &mut Replayed) -> &'a mut U {
-        unreachable!("janus internal error: a reference output is restored, never taken")
-    }
-    fn restore(&self, place: &mut &'a mut U, out: &mut Replayed) {
-        **place = U::unflatten(out);
-    }
-}
-
 /// Any other output: the block is opaque and never replays, so `take`/`restore` are unreachable.
+/// References are among them: a reference bound in a block (`let s = &mut v[0];`) cannot be
+/// rebuilt, and an assigned one (`r = &mut b;`) rebinds the reference rather than changing
+/// what it points to, which a restore through it would do instead.
 pub trait OutputOpaque<T> {
     /// Records the output as not rebuildable.
     fn output(&self, value: &T, name: &'static str) -> Probed;
@@ -355,7 +340,11 @@ pub trait InOutRef<T> {
 
 impl<'a, U: Module> InOutRef<&'a mut U> for &Witness<&'a mut U> {
     fn inout_output(&self, value: &&'a mut U, name: &'static str) -> Probed {
-        OutputModuleRef::output(self, value, name)
+        let mut p = Prober::default();
+        (**value).visit(&mut p);
+        p.probed.name = name;
+        p.probed.type_name = std::any::type_name::<U>();
+        p.probed
     }
     fn inout_restore(&self, place: &mut &'a mut U, out: &mut Replayed) {
         **place = U::unflatten(out);

@@ -1,6 +1,13 @@
-//! Per-fragment statistics, the registry of fragments, and `explain()`/`stats()`.
+//! Per-fragment statistics, the registry of fragments, staging coverage, and
+//! `explain()`/`stats()`/`reset_stats()`.
+//!
+//! A replay touches two relaxed atomics: the fragment's call count and its variant's replay
+//! count. Hits, checks and the ops of forward replays are derived from the variants' counters
+//! when a snapshot is taken.
 
+use super::coverage::{self, EagerKind};
 use super::fragment::Fragment;
+use crate::compile::OpSink;
 use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::sync::Mutex;
@@ -10,11 +17,20 @@ use std::sync::atomic::{AtomicU64, Ordering};
 #[derive(Default)]
 pub(crate) struct Counters {
     pub(crate) calls: AtomicU64,
-    pub(crate) hits: AtomicU64,
     pub(crate) traces: AtomicU64,
     pub(crate) compiles: AtomicU64,
     pub(crate) compile_us: AtomicU64,
-    pub(crate) checks: AtomicU64,
+    pub(crate) check_us: AtomicU64,
+    pub(crate) divergences: AtomicU64,
+    /// Failed speculations: asserts that did not hold, paths that changed while profiling.
+    pub(crate) assert_failures: AtomicU64,
+    /// Replays, checks and staged ops of variants replaced after a failed speculation.
+    pub(crate) retired_hits: AtomicU64,
+    pub(crate) retired_checks: AtomicU64,
+    pub(crate) retired_staged_ops: AtomicU64,
+    pub(crate) staged_backward_ops: AtomicU64,
+    /// Eager op calls by [`EagerKind`] (indexed as `EagerKind::ALL`).
+    pub(crate) eager_ops: [AtomicU64; EagerKind::ALL.len()],
     pub(crate) eager: Mutex<BTreeMap<String, u64>>,
 }
 
@@ -31,11 +47,35 @@ impl Counters {
         }
     }
 
+    /// The counter of eager ops run for `kind`.
+    pub(crate) fn eager_ops(&self, kind: EagerKind) -> &AtomicU64 {
+        &self.eager_ops[kind as usize]
+    }
+
     pub(crate) fn clear(&self) {
-        for c in [&self.calls, &self.hits, &self.traces, &self.compiles, &self.compile_us, &self.checks] {
+        let scalars = [
+            &self.calls,
+            &self.traces,
+            &self.compiles,
+            &self.compile_us,
+            &self.check_us,
+            &self.divergences,
+            &self.assert_failures,
+            &self.retired_hits,
+            &self.retired_checks,
+            &self.retired_staged_ops,
+            &self.staged_backward_ops,
+        ];
+        for c in scalars.into_iter().chain(&self.eager_ops) {
             c.store(0, Ordering::Relaxed);
         }
         self.eager.lock().unwrap().clear();
+    }
+}
+
+impl OpSink for Counters {
+    fn backward(&self, ops: u64) {
+        self.staged_backward_ops.fetch_add(ops, Ordering::Relaxed);
     }
 }
 
@@ -66,19 +106,103 @@ pub struct FragmentStats {
     pub compiles: u64,
     /// Milliseconds spent optimising and compiling.
     pub compile_ms: f64,
-    /// Replays also checked against eager execution.
+    /// Replays also checked against eager execution (check mode, `JANUS_CHECK_EVERY`, and the
+    /// sampled self-check).
     pub checks: u64,
+    /// Milliseconds spent in checked calls (replay, statements and comparison together).
+    pub check_ms: f64,
+    /// Checks that found a replay disagreeing with eager execution.
+    pub divergences: u64,
+    /// Failed speculations of a whole-function fragment (`function#fn`): asserts that did not
+    /// hold (nothing was committed) and paths that changed while profiling.
+    pub assert_failures: u64,
     /// Keys with a compiled graph.
     pub variants: usize,
     /// Eager runs by reason.
     pub eager: BTreeMap<String, u64>,
+    /// Tensor ops run inside replayed forward graphs (each replay counts its recording's ops,
+    /// before fusion).
+    pub staged_ops: u64,
+    /// Tensor ops run inside replayed backward graphs (each run counts its derived graph's ops).
+    pub staged_backward_ops: u64,
+    /// Tensor ops the block's statements ran eagerly, by why they ran.
+    pub eager_ops: BTreeMap<EagerKind, u64>,
 }
 
-/// Statistics of every fragment that ran.
+impl FragmentStats {
+    fn since(&self, earlier: &FragmentStats) -> FragmentStats {
+        let mut eager = self.eager.clone();
+        for (r, n) in &earlier.eager {
+            if let Some(m) = eager.get_mut(r) {
+                *m = m.saturating_sub(*n);
+            }
+        }
+        eager.retain(|_, n| *n > 0);
+        let mut eager_ops = self.eager_ops.clone();
+        for (k, n) in &earlier.eager_ops {
+            if let Some(m) = eager_ops.get_mut(k) {
+                *m = m.saturating_sub(*n);
+            }
+        }
+        eager_ops.retain(|_, n| *n > 0);
+        FragmentStats {
+            name: self.name.clone(),
+            span: self.span.clone(),
+            calls: self.calls.saturating_sub(earlier.calls),
+            hits: self.hits.saturating_sub(earlier.hits),
+            traces: self.traces.saturating_sub(earlier.traces),
+            compiles: self.compiles.saturating_sub(earlier.compiles),
+            compile_ms: (self.compile_ms - earlier.compile_ms).max(0.0),
+            checks: self.checks.saturating_sub(earlier.checks),
+            check_ms: (self.check_ms - earlier.check_ms).max(0.0),
+            divergences: self.divergences.saturating_sub(earlier.divergences),
+            assert_failures: self.assert_failures.saturating_sub(earlier.assert_failures),
+            variants: self.variants,
+            eager,
+            staged_ops: self.staged_ops.saturating_sub(earlier.staged_ops),
+            staged_backward_ops: self.staged_backward_ops.saturating_sub(earlier.staged_backward_ops),
+            eager_ops,
+        }
+    }
+}
+
+/// Statistics of every fragment that ran, and of the ops that ran outside them.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Stats {
     /// One entry per fragment, in first-run order.
     pub fragments: Vec<FragmentStats>,
+    /// Tensor ops run eagerly outside every block: host statements, code outside `#[janus]`
+    /// functions, and eager `backward()` walks (added by each thread when it runs a block's
+    /// statements and when it calls `stats()`).
+    pub outside_ops: u64,
+}
+
+/// Executed tensor ops, totalled over fragments (see [`Stats::ops`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct OpCounts {
+    /// Ops run inside replayed graphs, forward.
+    pub staged_forward: u64,
+    /// Ops run inside replayed graphs, backward.
+    pub staged_backward: u64,
+    /// Ops run eagerly in blocks that can stage, by why (warm-up, checks, failures).
+    pub eager: BTreeMap<EagerKind, u64>,
+    /// Ops run eagerly in blocks that stay eager by design, by why (not counted against
+    /// coverage).
+    pub on_purpose: BTreeMap<EagerKind, u64>,
+    /// Ops run outside every block.
+    pub outside: u64,
+}
+
+impl OpCounts {
+    /// Ops run inside replayed graphs.
+    pub fn staged(&self) -> u64 {
+        self.staged_forward + self.staged_backward
+    }
+
+    /// Ops run eagerly in blocks that can stage.
+    pub fn eager_stageable(&self) -> u64 {
+        self.eager.values().sum()
+    }
 }
 
 impl Stats {
@@ -86,11 +210,82 @@ impl Stats {
     pub fn function<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a FragmentStats> + 'a {
         self.fragments.iter().filter(move |f| f.name.split('#').next() == Some(name))
     }
+
+    /// Executed ops over all fragments, staged and eager.
+    pub fn ops(&self) -> OpCounts {
+        let mut c = OpCounts { outside: self.outside_ops, ..Default::default() };
+        for f in &self.fragments {
+            c.staged_forward += f.staged_ops;
+            c.staged_backward += f.staged_backward_ops;
+            for (&k, &n) in &f.eager_ops {
+                let side = if k.on_purpose() { &mut c.on_purpose } else { &mut c.eager };
+                *side.entry(k).or_default() += n;
+            }
+        }
+        c
+    }
+
+    /// The staged fraction of the tensor ops executed in blocks that can stage: ops inside
+    /// replayed graphs (forward and backward) over those plus the ops such blocks ran eagerly.
+    /// Blocks that stay eager by design and ops outside blocks are reported apart by
+    /// [`ops`](Stats::ops). 1.0 when no such op ran.
+    pub fn coverage(&self) -> f64 {
+        let c = self.ops();
+        let total = c.staged() + c.eager_stageable();
+        if total == 0 { 1.0 } else { c.staged() as f64 / total as f64 }
+    }
+
+    /// The coverage, the eager ops of stageable blocks by reason, and (on a second line) the
+    /// ops reported apart: blocks eager by design, and ops outside blocks.
+    pub fn coverage_summary(&self) -> String {
+        let c = self.ops();
+        format!(
+            "coverage {:.2}%: {} ops staged ({} forward, {} backward), {} eager in stageable blocks ({})\n\
+             apart: {} eager by design ({}), {} outside blocks (host statements, eager backward)",
+            100.0 * self.coverage(),
+            c.staged(),
+            c.staged_forward,
+            c.staged_backward,
+            c.eager_stageable(),
+            by_kind(&c.eager),
+            c.on_purpose.values().sum::<u64>(),
+            by_kind(&c.on_purpose),
+            c.outside
+        )
+    }
+
+    /// What happened between `earlier` (a snapshot of the same program) and this snapshot:
+    /// counters are differences, fragments absent before count from zero.
+    pub fn since(&self, earlier: &Stats) -> Stats {
+        let fragments = self
+            .fragments
+            .iter()
+            .map(|f| match earlier.fragments.iter().find(|e| e.name == f.name && e.span == f.span) {
+                Some(e) => f.since(e),
+                None => f.clone(),
+            })
+            .collect();
+        Stats { fragments, outside_ops: self.outside_ops.saturating_sub(earlier.outside_ops) }
+    }
 }
 
 /// A snapshot of every fragment's statistics.
 pub fn stats() -> Stats {
-    Stats { fragments: fragments().into_iter().map(Fragment::snapshot).collect() }
+    coverage::flush_outside();
+    Stats {
+        fragments: fragments().into_iter().map(Fragment::snapshot).collect(),
+        outside_ops: coverage::outside(),
+    }
+}
+
+/// Zeroes every statistic (calls, hits, op counts, ...) and keeps the compiled graphs, to
+/// measure a window such as the calls after warm-up.
+pub fn reset_stats() {
+    coverage::flush_outside();
+    for f in fragments() {
+        f.reset_stats();
+    }
+    coverage::reset_outside();
 }
 
 /// Forgets every compiled graph and statistic, so the next calls profile and compile afresh.
@@ -100,32 +295,58 @@ pub fn reset_caches() {
     for f in fragments() {
         f.reset();
     }
+    coverage::reset_outside();
 }
 
-/// A profiler-style table of every fragment: calls, replays, recordings, compile time, compiled
-/// variants, and why it ran eagerly when it did.
+fn by_kind(m: &BTreeMap<EagerKind, u64>) -> String {
+    if m.is_empty() {
+        return "none".into();
+    }
+    m.iter().map(|(k, n)| format!("{}: {n}", k.label())).collect::<Vec<_>>().join(", ")
+}
+
+/// A profiler-style table of every fragment: calls, replays, recordings, checks, compile time,
+/// compiled variants, executed ops (staged and eager) and why it ran eagerly when it did; then
+/// the staging coverage.
 pub fn explain() -> String {
     let s = stats();
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "{:<28} {:<34} {:>8} {:>8} {:>7} {:>10} {:>8}  eager runs by reason",
-        "fragment", "span", "calls", "hits", "traces", "compile ms", "variants"
+        "{:<28} {:<34} {:>8} {:>8} {:>7} {:>7} {:>10} {:>8} {:>11} {:>9}  eager runs by reason",
+        "fragment",
+        "span",
+        "calls",
+        "hits",
+        "traces",
+        "checks",
+        "compile ms",
+        "variants",
+        "staged ops",
+        "eager ops"
     );
     for f in &s.fragments {
-        let reasons: Vec<String> = f.eager.iter().map(|(r, n)| format!("{r}: {n}")).collect();
+        let mut reasons: Vec<String> = f.eager.iter().map(|(r, n)| format!("{r}: {n}")).collect();
+        if f.name.ends_with("#fn") {
+            // A whole function (DESIGN §8): one speculative graph per key.
+            reasons.insert(0, format!("speculated: {} hits, {} assert failures", f.hits, f.assert_failures));
+        }
         let _ = writeln!(
             out,
-            "{:<28} {:<34} {:>8} {:>8} {:>7} {:>10.2} {:>8}  {}",
+            "{:<28} {:<34} {:>8} {:>8} {:>7} {:>7} {:>10.2} {:>8} {:>11} {:>9}  {}",
             f.name,
             f.span,
             f.calls,
             f.hits,
             f.traces,
+            f.checks,
             f.compile_ms,
             f.variants,
+            f.staged_ops + f.staged_backward_ops,
+            f.eager_ops.values().sum::<u64>(),
             if reasons.is_empty() { "-".to_string() } else { reasons.join("; ") }
         );
     }
+    let _ = writeln!(out, "{}", s.coverage_summary());
     out
 }

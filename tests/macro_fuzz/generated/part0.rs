@@ -5,62 +5,100 @@ use super::super::{P, bump, decay, mix, pair};
 use janus::prelude::*;
 
 #[janus(min_ops = 1, dynamic(s))]
-pub fn f0(x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tensor, Vec<Tensor>) {
+pub fn f0(r#x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tensor, Vec<Tensor>) {
     let mut hs: Vec<Tensor> = Vec::new();
     let mut v0 = (x * s).tanh();
     let mut v1 = (y + &v0).sigmoid();
-    let mut q2 = P { w: m.w.clone(), b: (((mix(&(0.5 - v1.clone()), &Tensor::cat(&[&x.clone(), &y.clone()], 0).narrow(0, 1, 2))).matmul(&m.w) + &m.b)).mean(0) };
-    q2.b = &q2.b * 0.5;
-    v1 = (v1.matmul(&q2.w) + &q2.b).tanh();
-    m.w = &m.w * 0.9 + (Tensor::cat(&[&(0.5 - (v0.clone() - v1.clone())), &(v1.clone() - mix(&x.clone(), &x.clone()))], 0).narrow(0, 1, 2)).t().matmul(&((v0.clone()).sum(1).unsqueeze(1) * (x.clone()).sigmoid())) * 0.01;
-    std::mem::swap(&mut v0, &mut v1);
-    hs.push((v1.clone()).tanh());
-    (v1.clone(), v1.clone(), hs)
+    let mut v0 = (((x.clone()).mean_all() * (x.clone() + (0.5 - v1.clone())))).tanh();
+    if (v1.clone()).max_all().item() > 0.5 {
+        return (v0.clone(), v0.clone() * s, hs);
+    }
+    match n % 3 {
+        0 => v1 = (mix(&(v1.clone() * 2.00), &y.clone())).tanh(),
+        1 => {
+            let mut v2 = (((x.clone()).softmax(1)).sigmoid()).tanh();
+            v1 = (r#v1.clone()).tanh();
+        }
+        _ => {}
+    }
+    let u3 = ((0.5 - (x.clone()).tanh())).mean(0);
+    bump(&mut m.b, &u3);
+    v0 += ((((((y.clone()).softmax(1)).mean_all() * -(x.clone()))).matmul(&m.w) + &m.b)) * 0.1;
+    for i4 in 0..n {
+        if (v1.clone()).sum_all().item() > 0.4 {
+            break;
+        }
+        m.w = &m.w * 0.9 + (((x.clone()).relu()).relu()).t().matmul(&((0.5 - v1.clone()) + mix(&v1.clone(), &r#v0.clone()))) * 0.01;
+        let b6 = hs.is_empty();
+        let _ = format!("{n}");
+        let c7 = !b6 && hs[0].dims()[0] == 2;
+        let mut v5 = if c7 { ((mix(&mix(&v0.clone(), &r#v1.clone()), &-(v0.clone())) * (x.clone()).softmax(1))).tanh() } else { x.sigmoid() };
+    }
+    (v0.clone(), v1.clone(), hs)
 }
 
 #[janus(min_ops = 1)]
-pub fn f1(x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tensor, Vec<Tensor>) {
+pub fn f1(x: &Tensor, r#y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tensor, Vec<Tensor>) {
     let mut hs: Vec<Tensor> = Vec::new();
     let mut v0 = (x * s).tanh();
     let mut v1 = (y + &v0).sigmoid();
-    let mut c2 = 0;
-    loop {
-        c2 += 1;
-        if c2 > n {
-            break;
-        }
-        let mut v3 = {
-            let t = (((x.clone()).sum(1).unsqueeze(1) * ((v0.clone()).tanh()).softmax(1))).tanh();
-            &t * 0.5 + t.sigmoid()
-        };
-        if (((v3.clone()).matmul(&m.w) + &m.b)).sum_all().item() > 0.4 {
-            continue;
-        }
+    if (((x.clone()).sum(1).unsqueeze(1) * ((mix(&v1.clone(), &r#y.clone())).matmul(&m.w) + &m.b))).max_all().item() > 0.9 {
+        return (v1.clone(), v0.clone() * s, hs);
     }
-    let mut v0 = (mix(&(v1.clone()).softmax(1), &(mix(&v0.clone(), &y.clone())).sigmoid())).tanh();
-    let mut c4 = 0;
-    while v0.abs().max_all().item() > 0.3 && c4 < 3 {
-        v0 = &v0 * 0.5 + Tensor::cat(&[&((x.clone() * 1.50)).tanh(), &((0.5 - v1.clone())).sigmoid()], 0).narrow(0, 1, 2) * 0.01;
-        c4 += 1;
+    let f2 = |t: &Tensor| (t * y).tanh();
+    match n % 3 {
+        0 => v0 = ((mix(&x.clone(), &(0.5 - x.clone()))).sigmoid()).tanh(),
+        1 => {
+            v1 = (f2(&((0.5 - v1.clone())).sigmoid())).tanh();
+            m.w = &m.w * 0.9 + (mix(&(((v0.clone()).sum(1).unsqueeze(1) * x.clone()) + Tensor::cat(&[&x.clone(), &v0.clone()], 0).narrow(0, 1, 2)), &((y.clone()).sigmoid() * r#v1.clone()))).t().matmul(&x.clone()) * 0.01;
+        }
+        _ => {}
     }
-    let f5 = |t: &Tensor| (t * y).tanh();
-    (v0.clone(), v0.clone(), hs)
+    if ((0.5 - f2(&r#v1.clone()))).max_all().item() > 0.5 {
+        return (v0.clone(), v0.clone() * s, hs);
+    }
+    let mut c3 = 0;
+    while v1.abs().max_all().item() > 0.3 && c3 < 3 {
+        v1 = &v1 * 0.5 + y.clone() * 0.01;
+        c3 += 1;
+    }
+    if (v1.clone()).max_all().item() > 1.5 {
+        return (v1.clone(), v0.clone() * s, hs);
+    }
+    (v0.clone(), v1.clone(), hs)
 }
 
 #[janus(min_ops = 1, max_variants = 1)]
-pub fn f2(x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tensor, Vec<Tensor>) {
+pub fn f2(x: &Tensor, y: &Tensor, m: &mut P, n: usize, r#s: f64) -> (Tensor, Tensor, Vec<Tensor>) {
     let mut hs: Vec<Tensor> = Vec::new();
     let mut v0 = (x * s).tanh();
     let mut v1 = (y + &v0).sigmoid();
-    let mut o2: Option<Tensor> = None;
-    if ((x.clone()).relu()).mean_all().item() > 0.1 {
-        o2 = Some(v1.clone() * 0.5);
+    let mut t3 = ((-(Tensor::cat(&[&y.clone(), &x.clone()], 0).narrow(0, 1, 2)) * 1.25)).tanh();
+    let s2 = &mut v0;
+    let _ = format!("{n}");
+    *s2 = (&*s2 * 0.5 + &t3).tanh();
+    m.w = &m.w * 0.9 + (y.clone()).t().matmul(&((x.clone()).tanh()).softmax(1)) * 0.01;
+    let mut v1 = (((((v1.clone()).relu()).mean_all() * v1.clone()) * 1.00)).tanh();
+    let b5 = hs.is_empty();
+    let _ = format!("{n}");
+    let k6 = if b5 { 0 } else { n };
+    let mut v4 = (Tensor::cat(&[&(Tensor::cat(&[&y.clone(), &y.clone()], 0).narrow(0, 1, 2)).softmax(1), &r#y.clone()], 0).narrow(0, 1, 2)).tanh();
+    for _ in 0..k6 {
+        v4 = (&v4 + &hs[0]).tanh();
     }
-    if let Some(b) = &o2 {
-        v1 = (b + &v1).tanh();
+    if !hs.is_empty() {
+        t3 = (&hs[0] + ((((v1.clone()).matmul(&m.w) + &m.b) + -(x.clone())) - r#y.clone())).tanh();
+        let k = hs.len() - 1;
+        hs[k] = (&hs[k] * 0.5).sigmoid();
     }
-    let (mut v3, mut v4) = pair(&((((v0.clone()).sum(1).unsqueeze(1) * v0.clone()) * 1.00) * 1.25), &v0);
-    v1 += (y.clone()) * 0.1;
+    match n % 3 {
+        0 => t3 = ((-(((y.clone()).sum(1).unsqueeze(1) * y.clone()))).relu()).tanh(),
+        1 => {
+            v4 = (((x.clone()).mean_all() * x.clone())).tanh();
+        }
+        _ => {}
+    }
+    t3 = (((v4.clone()).softmax(1)).tanh()).tanh();
     (v0.clone(), v0.clone(), hs)
 }
 
@@ -69,223 +107,117 @@ pub fn f3(x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tenso
     let mut hs: Vec<Tensor> = Vec::new();
     let mut v0 = (x * s).tanh();
     let mut v1 = (y + &v0).sigmoid();
-    let mut v2 = hs.iter().fold(mix(&((v0.clone()).tanh() * 1.50), &v1.clone()), |acc, h| (acc + h).tanh());
-    if (mix(&(-(v0.clone())).relu(), &((-(v2.clone())).sum(1).unsqueeze(1) * (x.clone()).relu()))).max_all().item() > 0.9 {
-        return (v0.clone(), v2.clone() * s, hs);
+    let b3 = hs.is_empty();
+    let _ = format!("{n}");
+    let o4 = b3.then(|| ((Tensor::cat(&[&v1.clone(), &mix(&v0.clone(), &v1.clone())], 0).narrow(0, 1, 2)).tanh()).tanh());
+    let mut v2 = o4.unwrap_or_else(|| hs[0].clone() * 0.5);
+    if (-(x.clone())).max_all().item() > 0.5 {
+        return (v2.clone(), v0.clone() * s, hs);
     }
-    if ((v1.clone()).softmax(1)).max_all().item() > 1.5 {
-        return (v1.clone(), v0.clone() * s, hs);
-    }
-    let mut v3 = hs.iter().fold((v1.clone()).tanh(), |acc, h| (acc + h).tanh());
-    let mut c4 = 0;
-    loop {
-        c4 += 1;
-        if c4 > n {
-            break;
-        }
-        v0 = (v2.clone()).tanh();
-    }
-    let mut c5 = 0;
-    while v2.abs().max_all().item() > 0.3 && c5 < 3 {
-        v2 = &v2 * 0.5 + (((0.5 - Tensor::cat(&[&v2.clone(), &v1.clone()], 0).narrow(0, 1, 2))).mean_all() * (((v3.clone()).matmul(&m.w) + &m.b) * 0.25)) * 0.01;
-        c5 += 1;
-    }
-    v0 = (v3.clone()).tanh();
+    let mut v0 = ((0.5 - (r#v1.clone()).softmax(1))).tanh();
+    let mut v5 = (x.clone()).tanh();
+    hs.push((((0.5 - x.clone()) * 1.25)).tanh());
+    let (s6, r8) = hs.split_at_mut(1);
+    let s6 = &mut s6[0];
+    let mut t7 = (((v0.clone()).sum(1).unsqueeze(1) * ((x.clone()).mean_all() * v5.clone()))).tanh();
+    let _ = format!("{n}");
+    *s6 = (&*s6 + &t7).sigmoid();
+    (v0.clone(), t7.clone(), hs)
+}
+
+#[janus(min_ops = 1)]
+pub fn f4(x: &Tensor, y: &Tensor, r#m: &mut P, n: usize, r#s: f64) -> (Tensor, Tensor, Vec<Tensor>) {
+    let mut hs: Vec<Tensor> = Vec::new();
+    let mut v0 = (x * s).tanh();
+    let mut v1 = (y + &v0).sigmoid();
+    m.b = &m.b * 0.9 + ((((v1.clone()).relu()).sum(1).unsqueeze(1) * x.clone())).mean(0) * 0.1;
+    let b3 = hs.is_empty();
+    let _ = format!("{n}");
+    let f4 = |t: &Tensor| if b3 { t.tanh() } else { (t * &hs[0]).tanh() };
+    let mut v2 = f4(&(y.clone()).sigmoid());
+    let mut r#fn = ((0.5 - (r#x.clone()).sigmoid())).tanh();
     (v2.clone(), v2.clone(), hs)
 }
 
-#[janus(min_ops = 1)]
-pub fn f4(x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tensor, Vec<Tensor>) {
-    let mut hs: Vec<Tensor> = Vec::new();
-    let mut v0 = (x * s).tanh();
-    let mut v1 = (y + &v0).sigmoid();
-    if ((((((y.clone()).matmul(&m.w) + &m.b)).mean_all() * (x.clone()).relu()) * 1.75)).max_all().item() > 0.5 {
-        return (v1.clone(), v0.clone() * s, hs);
-    }
-    let mut c2 = 0;
-    while c2 < n {
-        c2 += 1;
-        let mut c3 = 0;
-        while v1.abs().max_all().item() > 0.3 && c3 < 3 {
-            v1 = &v1 * 0.5 + (0.5 - (x.clone()).sigmoid()) * 0.01;
-            c3 += 1;
-        }
-        (v1, _) = pair(&((0.5 - v1.clone()) * 0.25), &v1);
-    }
-    let mut t4 = (x.clone() - x.clone());
-    bump(&mut v1, &t4);
-    hs.push((((y.clone() * 1.75)).relu()).tanh());
-    if n % 2 == 0 {
-        if (Tensor::cat(&[&(Tensor::cat(&[&y.clone(), &v0.clone()], 0).narrow(0, 1, 2) * ((v1.clone()).mean_all() * y.clone())), &x.clone()], 0).narrow(0, 1, 2)).sum_all().item() > 0.0 {
-            v1 = (Tensor::cat(&[&(((y.clone()).mean_all() * v0.clone())).relu(), &(x.clone()).sigmoid()], 0).narrow(0, 1, 2)).tanh();
-            m.b = &m.b * 0.9 + (y.clone()).mean(0) * 0.1;
-            hs.push((mix(&(t4.clone()).softmax(1), &((0.5 - x.clone()) * 2.00))).tanh());
-        } else {
-            hs.push((Tensor::cat(&[&(0.5 - (v0.clone()).relu()), &(((x.clone()).sum(1).unsqueeze(1) * t4.clone())).softmax(1)], 0).narrow(0, 1, 2)).tanh());
-            let mut v5 = (mix(&((((y.clone()).matmul(&m.w) + &m.b)).mean_all() * Tensor::cat(&[&v1.clone(), &t4.clone()], 0).narrow(0, 1, 2)), &(((v0.clone() + y.clone())).matmul(&m.w) + &m.b))).tanh();
-        }
-        if ((((v0.clone()).tanh()).matmul(&m.w) + &m.b)).max_all().item() > 0.9 {
-            return (v0.clone(), t4.clone() * s, hs);
-        }
-        let mut c6 = 0;
-        while c6 < n {
-            c6 += 1;
-            let (mut v7, mut v8) = pair(&((((((x.clone()).matmul(&m.w) + &m.b)).mean_all() * v0.clone())).mean_all() * ((y.clone()).matmul(&m.w) + &m.b)), &v0);
-            v7 += (Tensor::cat(&[&v8.clone(), &((mix(&y.clone(), &v0.clone())).matmul(&m.w) + &m.b)], 0).narrow(0, 1, 2)) * 0.1;
-        }
-    }
-    (v0.clone(), t4.clone(), hs)
-}
-
 #[janus(min_ops = 1, max_variants = 1)]
-pub fn f5(x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tensor, Vec<Tensor>) {
+pub fn f5(r#x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tensor, Vec<Tensor>) {
     let mut hs: Vec<Tensor> = Vec::new();
     let mut v0 = (x * s).tanh();
     let mut v1 = (y + &v0).sigmoid();
-    if ((Tensor::cat(&[&v1.clone(), &(x.clone()).relu()], 0).narrow(0, 1, 2) - ((y.clone()).sigmoid()).sigmoid())).max_all().item() > 0.5 {
+    for i2 in 0..n {
+        let mut t3 = x.clone();
+        bump(&mut v0, &t3);
+        m.w = &m.w * 0.9 + (mix(&(((x.clone()).matmul(&m.w) + &m.b)).tanh(), &(0.5 - (x.clone() - x.clone())))).t().matmul(&((((y.clone()).mean_all() * r#x.clone())).sum(1).unsqueeze(1) * r#y.clone())) * 0.01;
+    }
+    if (x.clone()).max_all().item() > 1.5 {
         return (v1.clone(), v0.clone() * s, hs);
     }
-    v1 = ((mix(&(0.5 - v1.clone()), &((x.clone()).sum(1).unsqueeze(1) * x.clone()))).relu()).tanh();
-    if (y.clone()).max_all().item() > 1.5 {
-        return (v0.clone(), v0.clone() * s, hs);
+    let u4 = (mix(&(((y.clone()).mean_all() * v0.clone())).tanh(), &(Tensor::cat(&[&y.clone(), &v0.clone()], 0).narrow(0, 1, 2)).sigmoid())).mean(0);
+    bump(&mut m.b, &u4);
+    let mut c5 = 0;
+    while v1.abs().max_all().item() > 0.3 && c5 < 3 {
+        v1 = &v1 * 0.5 + (((x.clone()).mean_all() * ((r#y.clone()).matmul(&m.w) + &m.b))).sigmoid() * 0.01;
+        c5 += 1;
     }
-    v0 = ((v1.clone()).softmax(1)).tanh();
-    let mut c2 = 0;
-    while v0.abs().max_all().item() > 0.3 && c2 < 3 {
-        v0 = &v0 * 0.5 + (v0.clone()).relu() * 0.01;
-        c2 += 1;
-    }
-    let mut c3 = 0;
-    loop {
-        c3 += 1;
-        if c3 > n {
-            break;
-        }
-        let mut c4 = 0;
-        loop {
-            c4 += 1;
-            if c4 > n {
-                break;
-            }
-            m.w = &m.w * 0.9 + (x.clone()).t().matmul(&(((0.5 - y.clone())).matmul(&m.w) + &m.b)) * 0.01;
-            hs.push((mix(&(y.clone()).tanh(), &Tensor::cat(&[&((x.clone()).mean_all() * x.clone()), &(y.clone()).sigmoid()], 0).narrow(0, 1, 2))).tanh());
-        }
-        let mut q5 = P { w: m.w.clone(), b: ((0.5 - ((Tensor::cat(&[&v0.clone(), &v1.clone()], 0).narrow(0, 1, 2)).matmul(&m.w) + &m.b))).mean(0) };
-        q5.b = &q5.b * 0.5;
-        v0 = (v0.matmul(&q5.w) + &q5.b).tanh();
-    }
+    v1 = (r#x.clone()).tanh();
     (v0.clone(), v0.clone(), hs)
 }
 
 #[janus(min_ops = 1)]
-pub fn f6(x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tensor, Vec<Tensor>) {
+pub fn f6(x: &Tensor, y: &Tensor, r#m: &mut P, n: usize, s: f64) -> (Tensor, Tensor, Vec<Tensor>) {
     let mut hs: Vec<Tensor> = Vec::new();
     let mut v0 = (x * s).tanh();
     let mut v1 = (y + &v0).sigmoid();
-    let mut v2 = {
-        let t = (((((x.clone()).softmax(1)).matmul(&m.w) + &m.b)).relu()).tanh();
-        &t * 0.5 + t.sigmoid()
-    };
-    if (Tensor::cat(&[&((v1.clone()).tanh()).relu(), &((y.clone()).sigmoid()).relu()], 0).narrow(0, 1, 2)).max_all().item() > 0.5 {
-        return (v0.clone(), v2.clone() * s, hs);
+    let mut r#match = ((((v1.clone()).relu() * 2.00) * 2.00)).tanh();
+    if n % 2 == 0 {
+        let mut v2 = hs.iter().fold(v1.clone(), |acc, h| (acc + h).tanh());
+        let mut v3 = (v0.clone()).tanh();
+        let mut q4 = P { w: m.w.clone(), b: (x.clone()).mean(0) };
+        q4.b = &q4.b * 0.5;
+        r#match = (r#match.matmul(&q4.w) + &q4.b).tanh();
     }
-    let mut o3: Option<Tensor> = None;
-    if ((v2.clone()).sigmoid()).mean_all().item() > 0.1 {
-        o3 = Some(v1.clone() * 0.5);
-    }
-    if let Some(b) = &o3 {
-        v1 = (b + &v1).tanh();
-    }
-    if !hs.is_empty() {
-        v2 = (&hs[0] + v1.clone()).tanh();
-        let k = hs.len() - 1;
-        hs[k] = (&hs[k] * 0.5).sigmoid();
-    }
-    (v1.clone(), v1.clone(), hs)
+    let mut t6 = (((0.5 - (r#y.clone()).tanh())).tanh()).tanh();
+    let s5 = &mut v0;
+    let _ = format!("{n}");
+    *s5 = (&*s5 * 0.5 + &t6).tanh();
+    (t6.clone(), r#match.clone(), hs)
 }
 
 #[janus(min_ops = 1)]
-pub fn f7(x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tensor, Vec<Tensor>) {
+pub fn f7(x: &Tensor, y: &Tensor, r#m: &mut P, n: usize, s: f64) -> (Tensor, Tensor, Vec<Tensor>) {
     let mut hs: Vec<Tensor> = Vec::new();
     let mut v0 = (x * s).tanh();
     let mut v1 = (y + &v0).sigmoid();
-    match n % 3 {
-        0 => v0 = (-((0.5 - v1.clone()))).tanh(),
-        1 => {
-            (v1, v0) = (((((((y.clone()).mean_all() * v1.clone())).matmul(&m.w) + &m.b)).tanh()).tanh(), (mix(&(x.clone()).sigmoid(), &y.clone())).sigmoid());
-            let mut v2 = ((((v1.clone()).sigmoid()).sum(1).unsqueeze(1) * mix(&(x.clone()).softmax(1), &(v1.clone() + x.clone())))).tanh();
-        }
-        _ => {}
+    let mut v0 = (((((v0.clone()).matmul(&m.w) + &m.b)).tanh()).softmax(1)).tanh();
+    let mut t2 = (mix(&(v1.clone()).sigmoid(), &(y.clone()).softmax(1)) + v0.clone());
+    bump(&mut v1, &t2);
+    if (mix(&((x.clone()).relu()).softmax(1), &y.clone())).max_all().item() > 0.9 {
+        return (t2.clone(), v1.clone() * s, hs);
     }
-    if (Tensor::cat(&[&(((0.5 - y.clone())).matmul(&m.w) + &m.b), &(((y.clone()).sum(1).unsqueeze(1) * v1.clone())).sigmoid()], 0).narrow(0, 1, 2)).sum_all().item() > 0.3 {
-        std::mem::swap(&mut v1, &mut v0);
-    } else {
-        hs.push(((((((y.clone()).softmax(1)).matmul(&m.w) + &m.b)).mean_all() * -(y.clone()))).tanh());
-        let mut o3: Option<Tensor> = None;
-        if ((((v1.clone()).matmul(&m.w) + &m.b)).sigmoid()).mean_all().item() > 0.1 {
-            o3 = Some(v0.clone() * 0.5);
-        }
-        if let Some(b) = &o3 {
-            v0 = (b + &v0).tanh();
-        }
-    }
-    let mut c4 = 0;
-    loop {
-        c4 += 1;
-        if c4 > n {
-            break;
-        }
-        if ((0.5 - (0.5 - x.clone()))).max_all().item() > 1.5 {
-            return (v1.clone(), v0.clone() * s, hs);
-        }
-        let mut q5 = P { w: m.w.clone(), b: (Tensor::cat(&[&v0.clone(), &mix(&y.clone(), &-(v1.clone()))], 0).narrow(0, 1, 2)).mean(0) };
-        q5.b = &q5.b * 0.5;
-        v1 = (v1.matmul(&q5.w) + &q5.b).tanh();
-    }
-    if n % 2 == 0 {
-        let mut c6 = 0;
-        while c6 < n {
-            c6 += 1;
-            let mut v7 = ((0.5 - x.clone())).tanh();
-        }
-        let mut t8 = mix(&((((y.clone()).sum(1).unsqueeze(1) * x.clone())).mean_all() * (v0.clone()).softmax(1)), &x.clone());
-        bump(&mut v0, &t8);
-        decay(m);
-    }
-    match n % 3 {
-        0 => v1 = (mix(&((x.clone()).sum(1).unsqueeze(1) * v0.clone()), &(((0.5 - v1.clone())).matmul(&m.w) + &m.b))).tanh(),
-        1 => {
-            v1 = ((((y.clone()).mean_all() * v1.clone())).relu()).tanh();
-            m.b = &m.b * 0.9 + (((((x.clone()).mean_all() * v1.clone())).tanh()).sigmoid()).mean(0) * 0.1;
-        }
-        _ => {}
-    }
-    (v1.clone(), v0.clone(), hs)
+    v1 = (mix(&(((v1.clone()).sigmoid()).mean_all() * mix(&x.clone(), &y.clone())), &(((v0.clone()).sigmoid()).mean_all() * (v0.clone()).relu()))).tanh();
+    (v0.clone(), v1.clone(), hs)
 }
 
 #[janus(min_ops = 1, max_variants = 1)]
-pub fn f8(x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tensor, Vec<Tensor>) {
+pub fn f8(x: &Tensor, y: &Tensor, m: &mut P, r#n: usize, s: f64) -> (Tensor, Tensor, Vec<Tensor>) {
     let mut hs: Vec<Tensor> = Vec::new();
     let mut v0 = (x * s).tanh();
     let mut v1 = (y + &v0).sigmoid();
-    v1 = (((y.clone()).matmul(&m.w) + &m.b)).tanh();
-    v1 = ((0.5 - ((y.clone()).sum(1).unsqueeze(1) * v0.clone()))).tanh();
+    v1 = (v0.clone()).tanh();
+    let u2 = (((v1.clone()).sigmoid()).relu()).mean(0);
+    bump(&mut m.b, &u2);
     match n % 3 {
-        0 => v0 = (((0.5 - (x.clone()).tanh())).tanh()).tanh(),
+        0 => v0 = ((x.clone()).sigmoid()).tanh(),
         1 => {
-            let mut v0 = (mix(&-(y.clone()), &v0.clone())).tanh();
+            v1 = ((((v0.clone()).tanh() * 0.75)).relu()).tanh();
+            v0 += ((v0.clone()).relu()) * 0.1;
         }
         _ => {}
     }
-    let mut c2 = 0;
-    loop {
-        c2 += 1;
-        if c2 > n {
-            break;
-        }
-        (v0, v1) = ((y.clone()).tanh(), (((mix(&v0.clone(), &x.clone())).mean_all() * (y.clone()).relu())).sigmoid());
+    if ((0.5 - (((0.5 - x.clone())).matmul(&m.w) + &m.b))).max_all().item() > 1.5 {
+        return (v0.clone(), v1.clone() * s, hs);
     }
-    (v0.clone(), v0.clone(), hs)
+    (v0.clone(), v1.clone(), hs)
 }
 
 #[janus(min_ops = 1)]
@@ -293,25 +225,34 @@ pub fn f9(x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tenso
     let mut hs: Vec<Tensor> = Vec::new();
     let mut v0 = (x * s).tanh();
     let mut v1 = (y + &v0).sigmoid();
-    v1 = ((-(x.clone())).tanh()).tanh();
-    let mut t2 = ((x.clone()).sum(1).unsqueeze(1) * mix(&(v1.clone()).softmax(1), &-(y.clone())));
-    bump(&mut v1, &t2);
-    if n % 2 == 0 {
-        let mut c3 = 0;
-        loop {
-            c3 += 1;
-            if c3 > n {
-                break;
-            }
-            let (mut v4, mut v5) = pair(&((v1.clone()).matmul(&m.w) + &m.b), &v1);
-            hs.push(((x.clone() + Tensor::cat(&[&((v1.clone()).matmul(&m.w) + &m.b), &(x.clone() * v5.clone())], 0).narrow(0, 1, 2))).tanh());
-        }
-        let (mut v6, mut v7) = pair(&-((((t2.clone()).softmax(1)).mean_all() * (0.5 - y.clone()))), &v1);
+    let f2 = |t: &Tensor| (t * y).tanh();
+    if (v0.clone()).max_all().item() > 1.5 {
+        return (v1.clone(), v1.clone() * s, hs);
     }
-    v0 = (mix(&v0.clone(), &mix(&((x.clone()).matmul(&m.w) + &m.b), &(v1.clone()).relu()))).tanh();
-    m.w = &m.w * 0.9 + ((0.5 - ((Tensor::cat(&[&t2.clone(), &y.clone()], 0).narrow(0, 1, 2)).sum(1).unsqueeze(1) * mix(&y.clone(), &y.clone())))).t().matmul(&-((t2.clone()).softmax(1))) * 0.01;
-    t2 = (Tensor::cat(&[&y.clone(), &y.clone()], 0).narrow(0, 1, 2)).tanh();
-    (t2.clone(), t2.clone(), hs)
+    let mut c3 = 0;
+    while c3 < n {
+        c3 += 1;
+        let f4 = |t: &Tensor| (t * y).tanh();
+    }
+    let mut v5 = (y.clone()).tanh();
+    if (v5.clone()).max_all().item() > 0.5 {
+        return (v5.clone(), v1.clone() * s, hs);
+    }
+    if n % 2 == 0 {
+        if n % 2 == 0 {
+            let mut t6 = (v0.clone()).softmax(1);
+            bump(&mut v1, &t6);
+        }
+        let b8 = hs.is_empty();
+        let _ = format!("{n}");
+        let k9 = if b8 { 0 } else { n };
+        let mut v7 = (((mix(&v1.clone(), &v1.clone())).matmul(&m.w) + &m.b)).tanh();
+        for _ in 0..k9 {
+            v7 = (&v7 + &hs[0]).tanh();
+        }
+        v0 = (Tensor::cat(&[&((0.5 - x.clone()) * 0.75), &((v1.clone()).softmax(1)).softmax(1)], 0).narrow(0, 1, 2)).tanh();
+    }
+    (v5.clone(), v5.clone(), hs)
 }
 
 #[janus(min_ops = 1)]
@@ -319,18 +260,26 @@ pub fn f10(x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tens
     let mut hs: Vec<Tensor> = Vec::new();
     let mut v0 = (x * s).tanh();
     let mut v1 = (y + &v0).sigmoid();
-    v1 += ((((((y.clone()).sigmoid()).mean_all() * -(v0.clone()))).mean_all() * ((v0.clone()).tanh()).softmax(1))) * 0.1;
-    (v1, _) = pair(&-(x.clone()), &v1);
-    let mut c2 = 0;
-    while v0.abs().max_all().item() > 0.3 && c2 < 3 {
-        v0 = &v0 * 0.5 + x.clone() * 0.01;
-        c2 += 1;
+    let mut q2 = P { w: m.w.clone(), b: (-(-(v1.clone()))).mean(0) };
+    q2.b = &q2.b * 0.5;
+    v1 = (v1.matmul(&q2.w) + &q2.b).tanh();
+    let (mut v3, mut v4) = pair(&x.clone(), &v0);
+    let b6 = hs.is_empty();
+    let _ = format!("{n}");
+    let o7 = b6.then(|| ((((y.clone() * (v0.clone()).relu())).sum(1).unsqueeze(1) * ((x.clone()).softmax(1)).tanh())).tanh());
+    let mut v5 = o7.unwrap_or_else(|| hs[0].clone() * 0.5);
+    let mut t9 = ((((0.5 - ((v1.clone()).sum(1).unsqueeze(1) * x.clone()))).mean_all() * mix(&(0.5 - x.clone()), &v5.clone()))).tanh();
+    let s8 = &mut v4;
+    let _ = format!("{n}");
+    *s8 = (&*s8 * 0.5 + &t9).tanh();
+    if !hs.is_empty() {
+        v3 = (&hs[0] + v4.clone()).tanh();
+        let k = hs.len() - 1;
+        hs[k] = (&hs[k] * 0.5).sigmoid();
     }
-    v1 = (((((v0.clone()).matmul(&m.w) + &m.b)).tanh()).sigmoid()).tanh();
-    if (x.clone()).max_all().item() > 0.9 {
-        return (v1.clone(), v0.clone() * s, hs);
-    }
-    (v0.clone(), v1.clone(), hs)
+    v1 = (((((t9.clone()).mean_all() * v0.clone()) * ((y.clone()).sum(1).unsqueeze(1) * x.clone()))).relu()).tanh();
+    m.w = &m.w * 0.9 + (Tensor::cat(&[&y.clone(), &((0.5 - v0.clone()) * ((v3.clone()).sum(1).unsqueeze(1) * v0.clone()))], 0).narrow(0, 1, 2)).t().matmul(&(((v5.clone()).relu()).mean_all() * x.clone())) * 0.01;
+    (v4.clone(), v4.clone(), hs)
 }
 
 #[janus(min_ops = 1, max_variants = 1)]
@@ -338,27 +287,14 @@ pub fn f11(x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tens
     let mut hs: Vec<Tensor> = Vec::new();
     let mut v0 = (x * s).tanh();
     let mut v1 = (y + &v0).sigmoid();
-    decay(m);
-    let Some(last) = hs.last().cloned() else { return (v0.clone(), v0.clone(), hs); };
-    v0 = (&last + ((((v1.clone() * 1.75)).tanh()).mean_all() * (((v1.clone()).relu()).mean_all() * (x.clone() - x.clone())))).tanh();
-    if (((y.clone()).mean_all() * v0.clone())).sum_all().item() > 0.3 {
-        hs.push(((((mix(&v1.clone(), &v0.clone())).relu()).mean_all() * v1.clone())).tanh());
-    } else {
-        let f2 = |t: &Tensor| (t * x).tanh();
-        let Some(last) = hs.last().cloned() else { return (v0.clone(), v1.clone(), hs); };
-        v1 = (&last + f2(&f2(&v1.clone()))).tanh();
+    if (((-((v0.clone()).sigmoid())).mean_all() * Tensor::cat(&[&v1.clone(), &(0.5 - v0.clone())], 0).narrow(0, 1, 2))).max_all().item() > 1.5 {
+        return (v1.clone(), v1.clone() * s, hs);
     }
-    let f3 = |t: &Tensor| (t * 0.25).tanh() + s * 0.1;
-    let mut c4 = 0;
-    loop {
-        c4 += 1;
-        if c4 > n {
-            break;
-        }
-        hs.push(((f3(&(0.5 - v1.clone()))).relu()).tanh());
-        (v0, v1) = ((((((x.clone()).matmul(&m.w) + &m.b)).softmax(1)).sigmoid()).tanh(), ((y.clone()).softmax(1)).sigmoid());
+    let mut v2 = ((-(Tensor::cat(&[&y.clone(), &x.clone()], 0).narrow(0, 1, 2)) * 2.00)).tanh();
+    if (y.clone()).max_all().item() > 0.9 {
+        return (v2.clone(), v0.clone() * s, hs);
     }
-    (v1.clone(), v1.clone(), hs)
+    (v0.clone(), v0.clone(), hs)
 }
 
 #[janus(min_ops = 1)]
@@ -366,19 +302,38 @@ pub fn f12(x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tens
     let mut hs: Vec<Tensor> = Vec::new();
     let mut v0 = (x * s).tanh();
     let mut v1 = (y + &v0).sigmoid();
-    let mut v2 = {
-        let t = (v0.clone()).tanh();
-        &t * 0.5 + t.sigmoid()
-    };
-    let (mut v3, mut v4) = pair(&mix(&(v1.clone() * 1.25), &((v0.clone()).tanh()).softmax(1)), &v2);
-    let mut v5 = ((((-(v3.clone())).relu()).sum(1).unsqueeze(1) * v1.clone())).tanh();
-    let mut v6 = if n > 1 { (((Tensor::cat(&[&v5.clone(), &x.clone()], 0).narrow(0, 1, 2)).relu() - (((y.clone()).matmul(&m.w) + &m.b) * 1.75))).tanh() } else { (-(v5.clone())).sigmoid() };
-    let mut v7 = hs.iter().fold(v6.clone(), |acc, h| (acc + h).tanh());
-    v4 = ((-((y.clone()).relu()) * ((v2.clone()).mean_all() * ((x.clone()).matmul(&m.w) + &m.b)))).tanh();
-    if (((mix(&(x.clone()).tanh(), &v4.clone())).sum(1).unsqueeze(1) * (((v7.clone()).matmul(&m.w) + &m.b) * 1.75))).max_all().item() > 0.9 {
-        return (v6.clone(), v0.clone() * s, hs);
+    let mut v0 = (((((0.5 - x.clone())).sum(1).unsqueeze(1) * (v1.clone() + x.clone()))).relu()).tanh();
+    if n % 2 == 0 {
+        let mut c2 = 0;
+        while v0.abs().max_all().item() > 0.3 && c2 < 3 {
+            v0 = &v0 * 0.5 + Tensor::cat(&[&-(v1.clone()), &x.clone()], 0).narrow(0, 1, 2) * 0.01;
+            c2 += 1;
+        }
     }
-    (v4.clone(), v5.clone(), hs)
+    hs.push(((((0.5 - y.clone())).sum(1).unsqueeze(1) * ((0.5 - v1.clone())).tanh())).tanh());
+    let s3 = &mut hs[0];
+    let mut t4 = (((y.clone()).relu()).relu()).tanh();
+    let _ = format!("{n}");
+    *s3 = (&*s3 + &t4).sigmoid();
+    let mut c5 = 0;
+    while c5 < n {
+        c5 += 1;
+        if ((((((t4.clone()).tanh()).matmul(&m.w) + &m.b)).matmul(&m.w) + &m.b)).max_all().item() > 0.9 {
+            return (v0.clone(), v1.clone() * s, hs);
+        }
+    }
+    if (((((((t4.clone()).sum(1).unsqueeze(1) * t4.clone())).sum(1).unsqueeze(1) * (y.clone() - x.clone()))).matmul(&m.w) + &m.b)).sum_all().item() > -0.2 {
+        v0 += ((0.5 - (Tensor::cat(&[&v0.clone(), &v1.clone()], 0).narrow(0, 1, 2)).relu())) * 0.1;
+    } else {
+        if ((((-(v1.clone())).matmul(&m.w) + &m.b)).relu()).sum_all().item() > 0.0 {
+            (v0, t4) = ((((v1.clone()).mean_all() * (0.5 - mix(&v0.clone(), &v0.clone())))).tanh(), ((((v0.clone()).sigmoid()).mean_all() * (v0.clone() * 1.50))).sigmoid());
+            let mut v0 = (Tensor::cat(&[&(((v0.clone()).mean_all() * t4.clone())).tanh(), &(0.5 - (v1.clone()).tanh())], 0).narrow(0, 1, 2)).tanh();
+            let mut v6 = (((0.5 - Tensor::cat(&[&t4.clone(), &r#y.clone()], 0).narrow(0, 1, 2))).tanh()).tanh();
+        } else {
+            v1 = (y.clone()).tanh();
+        }
+    }
+    (t4.clone(), t4.clone(), hs)
 }
 
 #[janus(min_ops = 1)]
@@ -386,27 +341,36 @@ pub fn f13(x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tens
     let mut hs: Vec<Tensor> = Vec::new();
     let mut v0 = (x * s).tanh();
     let mut v1 = (y + &v0).sigmoid();
-    v0 = (((((y.clone() * 2.00)).mean_all() * (0.5 - v0.clone())) * 1.50)).tanh();
-    v0 += ((((v0.clone()).matmul(&m.w) + &m.b) * 0.75)) * 0.1;
-    let mut q2 = P { w: m.w.clone(), b: (((Tensor::cat(&[&v0.clone(), &v1.clone()], 0).narrow(0, 1, 2)).mean_all() * ((v1.clone() - y.clone())).softmax(1))).mean(0) };
-    q2.b = &q2.b * 0.5;
-    v1 = (v1.matmul(&q2.w) + &q2.b).tanh();
-    (v1.clone(), v0.clone(), hs)
+    if (y.clone()).max_all().item() > 1.5 {
+        return (v1.clone(), v1.clone() * s, hs);
+    }
+    if (v0.clone()).max_all().item() > 1.5 {
+        return (v1.clone(), v1.clone() * s, hs);
+    }
+    if ((0.5 - x.clone())).max_all().item() > 1.5 {
+        return (v1.clone(), v1.clone() * s, hs);
+    }
+    let f2 = |t: &Tensor| (t * y).tanh();
+    (v1.clone(), v1.clone(), hs)
 }
 
 #[janus(min_ops = 1, max_variants = 1)]
-pub fn f14(x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tensor, Vec<Tensor>) {
+pub fn f14(x: &Tensor, y: &Tensor, m: &mut P, n: usize, r#s: f64) -> (Tensor, Tensor, Vec<Tensor>) {
     let mut hs: Vec<Tensor> = Vec::new();
     let mut v0 = (x * s).tanh();
     let mut v1 = (y + &v0).sigmoid();
-    m.w = &m.w * 0.9 + ((0.5 - (y.clone()).relu())).t().matmul(&(y.clone()).sigmoid()) * 0.01;
-    if !hs.is_empty() {
-        v1 = (&hs[0] + (((y.clone() * 1.75)).relu()).sigmoid()).tanh();
-        let k = hs.len() - 1;
-        hs[k] = (&hs[k] * 0.5).sigmoid();
+    for i2 in 0..n {
+        if !hs.is_empty() {
+            v1 = (&hs[0] + (mix(&y.clone(), &y.clone()) * 0.25)).tanh();
+            let k = hs.len() - 1;
+            hs[k] = (&hs[k] * 0.5).sigmoid();
+        }
     }
-    let (mut v2, mut v3) = pair(&x.clone(), &v1);
-    (v1.clone(), v2.clone(), hs)
+    let mut v1 = (v0.clone()).tanh();
+    if (((y.clone()).matmul(&m.w) + &m.b)).max_all().item() > 0.9 {
+        return (v0.clone(), v0.clone() * s, hs);
+    }
+    (v1.clone(), v0.clone(), hs)
 }
 
 #[janus(min_ops = 1, dynamic(s))]
@@ -414,21 +378,23 @@ pub fn f15(x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tens
     let mut hs: Vec<Tensor> = Vec::new();
     let mut v0 = (x * s).tanh();
     let mut v1 = (y + &v0).sigmoid();
-    let mut q2 = P { w: m.w.clone(), b: (((Tensor::cat(&[&v1.clone(), &v1.clone()], 0).narrow(0, 1, 2)).sum(1).unsqueeze(1) * ((x.clone()).sigmoid()).relu())).mean(0) };
-    q2.b = &q2.b * 0.5;
-    v1 = (v1.matmul(&q2.w) + &q2.b).tanh();
-    decay(m);
-    for i3 in 0..n {
-        v1 = &v1 * (1.0 / (i3 as f64 + 1.0));
-        v1 = (mix(&mix(&x.clone(), &Tensor::cat(&[&y.clone(), &x.clone()], 0).narrow(0, 1, 2)), &x.clone())).tanh();
-        if n % 2 == 0 {
-            v0 = (y.clone()).tanh();
-            m.b = &m.b * 0.9 + (Tensor::cat(&[&x.clone(), &x.clone()], 0).narrow(0, 1, 2)).mean(0) * 0.1;
-            v0 = (((v0.clone()).relu()).softmax(1)).tanh();
+    v0 = (((v1.clone()).matmul(&m.w) + &m.b)).tanh();
+    let mut c2 = 0;
+    while c2 < n {
+        c2 += 1;
+        if (mix(&mix(&x.clone(), &((x.clone()).sum(1).unsqueeze(1) * x.clone())), &Tensor::cat(&[&x.clone(), &v0.clone()], 0).narrow(0, 1, 2))).sum_all().item() > 0.4 {
+            continue;
         }
     }
-    m.w = &m.w * 0.9 + (((y.clone()).sum(1).unsqueeze(1) * (((v0.clone() * v1.clone())).sum(1).unsqueeze(1) * (v0.clone() + x.clone())))).t().matmul(&v1.clone()) * 0.01;
-    hs.push((mix(&v0.clone(), &((0.5 - v1.clone())).relu())).tanh());
-    let (mut v4, mut v5) = pair(&(((mix(&y.clone(), &v0.clone())).tanh()).sum(1).unsqueeze(1) * (0.5 - v0.clone())), &v0);
-    (v5.clone(), v5.clone(), hs)
+    (v0, _) = pair(&(((Tensor::cat(&[&x.clone(), &x.clone()], 0).narrow(0, 1, 2)).relu()).mean_all() * ((v1.clone()).relu()).softmax(1)), &v0);
+    v0 = ((((((x.clone()).softmax(1)).sum(1).unsqueeze(1) * v0.clone())).sum(1).unsqueeze(1) * ((x.clone()).tanh() + v1.clone()))).tanh();
+    if !hs.is_empty() {
+        v0 = (&hs[0] + x.clone()).tanh();
+        let k = hs.len() - 1;
+        hs[k] = (&hs[k] * 0.5).sigmoid();
+    }
+    if ((x.clone() + (mix(&y.clone(), &r#v1.clone())).tanh())).max_all().item() > 0.9 {
+        return (v1.clone(), v0.clone() * s, hs);
+    }
+    (v0.clone(), v1.clone(), hs)
 }

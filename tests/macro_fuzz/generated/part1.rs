@@ -9,52 +9,43 @@ pub fn f16(x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tens
     let mut hs: Vec<Tensor> = Vec::new();
     let mut v0 = (x * s).tanh();
     let mut v1 = (y + &v0).sigmoid();
-    let mut v2 = hs.iter().fold((0.5 - Tensor::cat(&[&(v0.clone()).relu(), &Tensor::cat(&[&v0.clone(), &v0.clone()], 0).narrow(0, 1, 2)], 0).narrow(0, 1, 2)), |acc, h| (acc + h).tanh());
-    v2 = ((0.5 - ((0.5 - v0.clone())).softmax(1))).tanh();
-    if !hs.is_empty() {
-        v1 = (&hs[0] + mix(&mix(&v1.clone(), &((y.clone()).sum(1).unsqueeze(1) * v0.clone())), &x.clone())).tanh();
-        let k = hs.len() - 1;
-        hs[k] = (&hs[k] * 0.5).sigmoid();
+    m.w = &m.w * 0.9 + ((Tensor::cat(&[&-(v0.clone()), &(0.5 - v0.clone())], 0).narrow(0, 1, 2) - (((v0.clone()).sigmoid()).sum(1).unsqueeze(1) * mix(&v1.clone(), &v0.clone())))).t().matmul(&Tensor::cat(&[&y.clone(), &(v1.clone()).softmax(1)], 0).narrow(0, 1, 2)) * 0.01;
+    if (y.clone()).max_all().item() > 1.5 {
+        return (v1.clone(), v1.clone() * s, hs);
     }
-    (v0.clone(), v2.clone(), hs)
+    let b3 = hs.is_empty();
+    let _ = format!("{n}");
+    let c4 = !b3 && hs[0].dims()[0] == 2;
+    let mut v2 = if c4 { ((0.5 - (((v0.clone() * 1.25)).mean_all() * (v0.clone()).tanh()))).tanh() } else { x.sigmoid() };
+    v0 += (x.clone()) * 0.1;
+    let mut v5 = (v2.clone()).tanh();
+    if ((v2.clone() - ((v5.clone()).sigmoid() + (v0.clone()).softmax(1)))).max_all().item() > 0.5 {
+        return (v0.clone(), v1.clone() * s, hs);
+    }
+    (v2.clone(), v0.clone(), hs)
 }
 
 #[janus(min_ops = 1, max_variants = 1)]
-pub fn f17(x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tensor, Vec<Tensor>) {
+pub fn f17(x: &Tensor, r#y: &Tensor, m: &mut P, n: usize, r#s: f64) -> (Tensor, Tensor, Vec<Tensor>) {
     let mut hs: Vec<Tensor> = Vec::new();
     let mut v0 = (x * s).tanh();
     let mut v1 = (y + &v0).sigmoid();
-    let mut c2 = 0;
-    loop {
-        c2 += 1;
-        if c2 > n {
-            break;
-        }
-        if ((v1.clone()).sigmoid()).max_all().item() > 1.5 {
-            return (v0.clone(), v1.clone() * s, hs);
-        }
-        let mut v0 = (x.clone()).tanh();
+    let f2 = |t: &Tensor| (t * 0.75).tanh() + s * 0.1;
+    hs.push(((x.clone()).softmax(1)).tanh());
+    let (s3, r5) = hs.split_at_mut(1);
+    let s3 = &mut s3[0];
+    let mut t4 = (((r#v0.clone()).tanh()).sigmoid()).tanh();
+    let _ = format!("{n}");
+    *s3 = (&*s3 + &t4).sigmoid();
+    if !hs.is_empty() {
+        v1 = (&hs[0] + (y.clone()).softmax(1)).tanh();
+        let k = hs.len() - 1;
+        hs[k] = (&hs[k] * 0.5).sigmoid();
     }
-    let mut o3: Option<Tensor> = None;
-    if ((((y.clone()).relu()).tanh()).sigmoid()).mean_all().item() > 0.1 {
-        o3 = Some(v0.clone() * 0.5);
-    }
-    if let Some(b) = &o3 {
-        v0 = (b + &v0).tanh();
-    }
-    if ((((((x.clone()).tanh()).matmul(&m.w) + &m.b)).mean_all() * mix(&(x.clone() * v0.clone()), &(y.clone() * 1.25)))).sum_all().item() > 0.3 {
-        m.w = &m.w * 0.9 + (v1.clone()).t().matmul(&(0.5 - (0.5 - x.clone()))) * 0.01;
-        if (y.clone()).max_all().item() > 0.5 {
-            return (v1.clone(), v1.clone() * s, hs);
-        }
-    } else {
-        let (mut v4, mut v5) = pair(&mix(&mix(&(y.clone()).sigmoid(), &x.clone()), &v0.clone()), &v1);
-    }
-    if (-(v1.clone())).max_all().item() > 0.9 {
-        return (v0.clone(), v1.clone() * s, hs);
-    }
-    hs.push((((x.clone()).matmul(&m.w) + &m.b)).tanh());
-    (v1.clone(), v1.clone(), hs)
+    let mut v6 = ((0.5 - ((v0.clone() * x.clone())).relu())).tanh();
+    let (mut v7, mut v8) = pair(&-(f2(&mix(&v6.clone(), &t4.clone()))), &t4);
+    m.b = &m.b * 0.9 + ((((mix(&y.clone(), &y.clone()) * 1.50)).matmul(&m.w) + &m.b)).mean(0) * 0.1;
+    (v0.clone(), v8.clone(), hs)
 }
 
 #[janus(min_ops = 1)]
@@ -62,47 +53,51 @@ pub fn f18(x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tens
     let mut hs: Vec<Tensor> = Vec::new();
     let mut v0 = (x * s).tanh();
     let mut v1 = (y + &v0).sigmoid();
-    let f2 = |t: &Tensor| (t * 0.50).tanh() + s * 0.1;
-    let mut v3 = hs.iter().fold(f2(&v0.clone()), |acc, h| (acc + h).tanh());
-    v1 += ((x.clone()).relu()) * 0.1;
-    let mut v4 = hs.iter().fold(Tensor::cat(&[&((mix(&v3.clone(), &y.clone())).matmul(&m.w) + &m.b), &-(y.clone())], 0).narrow(0, 1, 2), |acc, h| (acc + h).tanh());
-    let f5 = |t: &Tensor| (t * x).tanh();
-    (v4.clone(), v0.clone(), hs)
+    let mut c2 = 0;
+    while c2 < n {
+        c2 += 1;
+        let mut t3 = x.clone();
+        bump(&mut v0, &t3);
+    }
+    if ((mix(&(v1.clone() * 0.25), &((v0.clone()).matmul(&m.w) + &m.b))).relu()).max_all().item() > 0.5 {
+        return (v0.clone(), v0.clone() * s, hs);
+    }
+    let b5 = hs.is_empty();
+    let _ = format!("{n}");
+    let c6 = !b5 && hs[0].dims()[0] == 2;
+    let mut v4 = if c6 { (-(Tensor::cat(&[&(0.5 - x.clone()), &(v1.clone()).relu()], 0).narrow(0, 1, 2))).tanh() } else { x.sigmoid() };
+    match n % 3 {
+        0 => v1 = ((0.5 - v1.clone())).tanh(),
+        1 => {
+            m.b = &m.b * 0.9 + (Tensor::cat(&[&((v1.clone()).relu() * y.clone()), &((((x.clone()).sum(1).unsqueeze(1) * y.clone())).sum(1).unsqueeze(1) * ((v4.clone()).mean_all() * v4.clone()))], 0).narrow(0, 1, 2)).mean(0) * 0.1;
+        }
+        _ => {}
+    }
+    (v1.clone(), v0.clone(), hs)
 }
 
 #[janus(min_ops = 1, dynamic(s))]
-pub fn f19(x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tensor, Vec<Tensor>) {
+pub fn f19(x: &Tensor, y: &Tensor, r#m: &mut P, n: usize, s: f64) -> (Tensor, Tensor, Vec<Tensor>) {
     let mut hs: Vec<Tensor> = Vec::new();
     let mut v0 = (x * s).tanh();
     let mut v1 = (y + &v0).sigmoid();
-    for i2 in 0..n {
-        v0 = &v0 * (1.0 / (i2 as f64 + 1.0));
-        let mut c3 = 0;
-        while c3 < n {
-            c3 += 1;
-            m.b = &m.b * 0.9 + (x.clone()).mean(0) * 0.1;
-            let mut v1 = ((x.clone() - v0.clone())).tanh();
-        }
-        let mut t4 = v0.clone();
-        bump(&mut v0, &t4);
-        if (v1.clone()).sum_all().item() > 0.3 {
-            t4 += (x.clone()) * 0.1;
-        } else {
-            let mut v5 = ((v0.clone()).softmax(1)).tanh();
-        }
+    let f2 = |t: &Tensor| (t * x).tanh();
+    if (x.clone()).max_all().item() > 0.9 {
+        return (v1.clone(), v0.clone() * s, hs);
     }
-    decay(m);
-    let mut v6 = {
-        let t = ((mix(&Tensor::cat(&[&y.clone(), &y.clone()], 0).narrow(0, 1, 2), &x.clone())).sigmoid()).tanh();
-        &t * 0.5 + t.sigmoid()
-    };
-    if (((((v0.clone()).mean_all() * x.clone())).relu()).sigmoid()).max_all().item() > 0.5 {
-        return (v1.clone(), v1.clone() * s, hs);
+    let mut v3 = ((r#x.clone() - (v0.clone()).tanh())).tanh();
+    if (((-(v1.clone())).sigmoid() + v0.clone())).max_all().item() > 0.9 {
+        return (v1.clone(), v0.clone() * s, hs);
     }
-    if ((((x.clone()).softmax(1)).softmax(1)).relu()).max_all().item() > 0.9 {
-        return (v6.clone(), v1.clone() * s, hs);
+    if ((((v1.clone() * 1.00)).sigmoid()).relu()).max_all().item() > 0.5 {
+        return (v3.clone(), v3.clone() * s, hs);
     }
-    (v1.clone(), v0.clone(), hs)
+    let t5 = (v3.clone()).mean(0);
+    let s4 = &mut m.b;
+    let _ = format!("{n}");
+    *s4 = (&*s4 + &t5).tanh() * 0.5;
+    v3 += (mix(&Tensor::cat(&[&((r#x.clone()).sum(1).unsqueeze(1) * v3.clone()), &(v1.clone()).relu()], 0).narrow(0, 1, 2), &((v0.clone()).softmax(1)).softmax(1))) * 0.1;
+    (v3.clone(), v0.clone(), hs)
 }
 
 #[janus(min_ops = 1, max_variants = 1)]
@@ -110,146 +105,135 @@ pub fn f20(x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tens
     let mut hs: Vec<Tensor> = Vec::new();
     let mut v0 = (x * s).tanh();
     let mut v1 = (y + &v0).sigmoid();
-    (v1, v0) = ((((0.5 - v1.clone()) * 1.75)).tanh(), (-(v0.clone())).sigmoid());
-    if (mix(&(v1.clone()).tanh(), &((v1.clone() + v0.clone())).tanh())).max_all().item() > 1.5 {
-        return (v0.clone(), v1.clone() * s, hs);
+    if !hs.is_empty() {
+        v1 = (&hs[0] + (x.clone()).sigmoid()).tanh();
+        let k = hs.len() - 1;
+        hs[k] = (&hs[k] * 0.5).sigmoid();
     }
-    decay(m);
-    let mut v2 = if n > 1 { (v1.clone()).tanh() } else { ((y.clone()).sigmoid()).sigmoid() };
+    let mut v1 = (-((mix(&r#y.clone(), &x.clone()) * 2.00))).tanh();
+    if (((v0.clone()).softmax(1) + x.clone())).max_all().item() > 0.9 {
+        return (v1.clone(), v0.clone() * s, hs);
+    }
+    (v1.clone(), v1.clone(), hs)
+}
+
+#[janus(min_ops = 1)]
+pub fn f21(x: &Tensor, y: &Tensor, r#m: &mut P, n: usize, s: f64) -> (Tensor, Tensor, Vec<Tensor>) {
+    let mut hs: Vec<Tensor> = Vec::new();
+    let mut v0 = (x * s).tanh();
+    let mut v1 = (y + &v0).sigmoid();
+    let f2 = |t: &Tensor| (t * 0.25).tanh() + s * 0.1;
+    let t4 = (r#v0.clone()).mean(0);
+    let s3 = &mut m.b;
+    let _ = format!("{n}");
+    *s3 = (&*s3 + &t4).tanh() * 0.5;
+    m.b = &m.b * 0.9 + ((0.5 - (v1.clone() * (y.clone()).tanh()))).mean(0) * 0.1;
+    if !hs.is_empty() {
+        v1 = (&hs[0] + f2(&(((v1.clone() * 1.75)).matmul(&m.w) + &m.b))).tanh();
+        let k = hs.len() - 1;
+        hs[k] = (&hs[k] * 0.5).sigmoid();
+    }
+    (v1.clone(), v1.clone(), hs)
+}
+
+#[janus(min_ops = 1, dynamic(s))]
+pub fn f22(x: &Tensor, y: &Tensor, r#m: &mut P, n: usize, s: f64) -> (Tensor, Tensor, Vec<Tensor>) {
+    let mut hs: Vec<Tensor> = Vec::new();
+    let mut v0 = (x * s).tanh();
+    let mut v1 = (y + &v0).sigmoid();
+    if ((y.clone()).sigmoid()).sum_all().item() > 0.3 {
+        if ((((((v0.clone()).mean_all() * y.clone())).mean_all() * r#x.clone()) * mix(&(v0.clone()).sigmoid(), &(y.clone()).relu()))).max_all().item() > 1.5 {
+            return (v0.clone(), v0.clone() * s, hs);
+        }
+        if !hs.is_empty() {
+            v1 = (&hs[0] + r#y.clone()).tanh();
+            let k = hs.len() - 1;
+            hs[k] = (&hs[k] * 0.5).sigmoid();
+        }
+    } else {
+        v1 = (-(((y.clone()).tanh()).sigmoid())).tanh();
+    }
+    m.b = &m.b * 0.9 + (-(((y.clone()).sigmoid()).tanh())).mean(0) * 0.1;
+    let f2 = |t: &Tensor| (t * x).tanh();
+    if (((((x.clone()).relu() * 0.50)).matmul(&m.w) + &m.b)).sum_all().item() > -0.2 {
+        let mut c3 = 0;
+        while c3 < n {
+            c3 += 1;
+            (v1, _) = pair(&((((v1.clone()).matmul(&m.w) + &m.b) * 1.50)).tanh(), &v1);
+        }
+        m.w = &m.w * 0.9 + (y.clone()).t().matmul(&-((x.clone()).tanh())) * 0.01;
+    } else {
+        if ((v1.clone()).sigmoid()).max_all().item() > 1.5 {
+            return (v1.clone(), v1.clone() * s, hs);
+        }
+    }
     (v0.clone(), v1.clone(), hs)
 }
 
-#[janus(min_ops = 1)]
-pub fn f21(x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tensor, Vec<Tensor>) {
-    let mut hs: Vec<Tensor> = Vec::new();
-    let mut v0 = (x * s).tanh();
-    let mut v1 = (y + &v0).sigmoid();
-    let mut v2 = (((y.clone() * 2.00)).tanh()).tanh();
-    match n % 3 {
-        0 => v0 = (y.clone()).tanh(),
-        1 => {
-            let (mut v3, mut v4) = pair(&(((x.clone() * 2.00) * v0.clone())).sigmoid(), &v0);
-        }
-        _ => {}
-    }
-    let (mut v5, mut v6) = pair(&Tensor::cat(&[&x.clone(), &((((v1.clone()).mean_all() * v0.clone())).mean_all() * v1.clone())], 0).narrow(0, 1, 2), &v0);
-    let Some(last) = hs.last().cloned() else { return (v2.clone(), v2.clone(), hs); };
-    v5 = (&last + (((v1.clone()).sigmoid() + mix(&v0.clone(), &x.clone())) * v2.clone())).tanh();
-    (v2.clone(), v1.clone(), hs)
-}
-
-#[janus(min_ops = 1, dynamic(s))]
-pub fn f22(x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tensor, Vec<Tensor>) {
-    let mut hs: Vec<Tensor> = Vec::new();
-    let mut v0 = (x * s).tanh();
-    let mut v1 = (y + &v0).sigmoid();
-    decay(m);
-    (v0, v1) = (((((((y.clone()).mean_all() * v1.clone()) * (y.clone() - x.clone()))).mean_all() * v0.clone())).tanh(), ((-(y.clone())).tanh()).sigmoid());
-    if (((((y.clone() * x.clone())).softmax(1)).sum(1).unsqueeze(1) * -(((x.clone()).mean_all() * x.clone())))).max_all().item() > 1.5 {
-        return (v1.clone(), v0.clone() * s, hs);
-    }
-    let mut v2 = (((((y.clone()).softmax(1)).softmax(1)).matmul(&m.w) + &m.b)).tanh();
-    (v0.clone(), v2.clone(), hs)
-}
-
 #[janus(min_ops = 1, max_variants = 1)]
-pub fn f23(x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tensor, Vec<Tensor>) {
+pub fn f23(x: &Tensor, r#y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tensor, Vec<Tensor>) {
     let mut hs: Vec<Tensor> = Vec::new();
     let mut v0 = (x * s).tanh();
     let mut v1 = (y + &v0).sigmoid();
-    m.w = &m.w * 0.9 + (x.clone()).t().matmul(&((y.clone() * 2.00)).sigmoid()) * 0.01;
-    match n % 3 {
-        0 => v0 = ((mix(&(v1.clone() * v1.clone()), &(v1.clone() * y.clone()))).relu()).tanh(),
-        1 => {
-            let mut v2 = (((y.clone()).matmul(&m.w) + &m.b)).tanh();
-        }
-        _ => {}
+    if ((((y.clone()).relu()).softmax(1) * 1.00)).max_all().item() > 0.5 {
+        return (v0.clone(), v0.clone() * s, hs);
     }
-    let mut o3: Option<Tensor> = None;
-    if ((((v1.clone() * v0.clone())).softmax(1)).relu()).mean_all().item() > 0.1 {
-        o3 = Some(v0.clone() * 0.5);
+    let mut v1 = ((((y.clone() * (v1.clone() - y.clone()))).matmul(&m.w) + &m.b)).tanh();
+    let f2 = |t: &Tensor| (t * 1.00).tanh() + s * 0.1;
+    let f3 = |t: &Tensor| (t * 0.75).tanh() + s * 0.1;
+    m.b = &m.b * 0.9 + (mix(&(mix(&v0.clone(), &y.clone())).tanh(), &(f2(&y.clone())).tanh())).mean(0) * 0.1;
+    if (v1.clone()).max_all().item() > 0.9 {
+        return (v0.clone(), v0.clone() * s, hs);
     }
-    if let Some(b) = &o3 {
-        v0 = (b + &v0).tanh();
-    }
-    let mut v4 = {
-        let t = (v1.clone()).tanh();
-        &t * 0.5 + t.sigmoid()
-    };
-    let Some(last) = hs.last().cloned() else { return (v4.clone(), v4.clone(), hs); };
-    v0 = (&last + (x.clone()).relu()).tanh();
-    match n % 3 {
-        0 => v4 = (mix(&-(v4.clone()), &y.clone())).tanh(),
-        1 => {
-            let mut v5 = ((((((y.clone()).matmul(&m.w) + &m.b) * 0.75)).mean_all() * x.clone())).tanh();
-            let mut v6 = (((mix(&(x.clone()).tanh(), &v1.clone())).mean_all() * mix(&((y.clone()).sum(1).unsqueeze(1) * v4.clone()), &(0.5 - v0.clone())))).tanh();
-        }
-        _ => {}
-    }
-    (v4.clone(), v1.clone(), hs)
+    v1 += ((f2(&(v1.clone()).softmax(1)) * 1.25)) * 0.1;
+    (v1.clone(), v1.clone(), hs)
 }
 
 #[janus(min_ops = 1)]
-pub fn f24(x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tensor, Vec<Tensor>) {
+pub fn f24(x: &Tensor, y: &Tensor, m: &mut P, n: usize, r#s: f64) -> (Tensor, Tensor, Vec<Tensor>) {
     let mut hs: Vec<Tensor> = Vec::new();
     let mut v0 = (x * s).tanh();
     let mut v1 = (y + &v0).sigmoid();
-    m.b = &m.b * 0.9 + (((((v0.clone() - v0.clone())).sum(1).unsqueeze(1) * (0.5 - y.clone()))).tanh()).mean(0) * 0.1;
-    let Some(last) = hs.last().cloned() else { return (v0.clone(), v1.clone(), hs); };
-    v0 = (&last + (x.clone()).softmax(1)).tanh();
-    let mut v2 = (mix(&Tensor::cat(&[&((x.clone()).sum(1).unsqueeze(1) * x.clone()), &(x.clone()).tanh()], 0).narrow(0, 1, 2), &Tensor::cat(&[&(x.clone()).sigmoid(), &(0.5 - y.clone())], 0).narrow(0, 1, 2))).tanh();
-    let mut v3 = {
-        let t = ((((v2.clone() * 0.25) * 1.50) * x.clone())).tanh();
-        &t * 0.5 + t.sigmoid()
-    };
-    v0 = ((Tensor::cat(&[&(v0.clone()).tanh(), &v3.clone()], 0).narrow(0, 1, 2) * 2.00)).tanh();
-    let mut t4 = y.clone();
-    bump(&mut v0, &t4);
-    if ((((v2.clone()).relu() * 2.00)).sigmoid()).max_all().item() > 0.5 {
-        return (v3.clone(), v0.clone() * s, hs);
+    if (((((v0.clone()).matmul(&m.w) + &m.b)).relu()).sigmoid()).max_all().item() > 0.5 {
+        return (v0.clone(), v0.clone() * s, hs);
     }
-    (v1.clone(), v2.clone(), hs)
+    if ((((mix(&y.clone(), &v1.clone())).matmul(&m.w) + &m.b) + (x.clone()).relu())).max_all().item() > 1.5 {
+        return (v0.clone(), v0.clone() * s, hs);
+    }
+    let mut v2 = ((0.5 - ((v0.clone() * y.clone())).sigmoid())).tanh();
+    (v2.clone(), v0.clone(), hs)
 }
 
 #[janus(min_ops = 1, dynamic(s))]
-pub fn f25(x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tensor, Vec<Tensor>) {
+pub fn f25(x: &Tensor, y: &Tensor, m: &mut P, r#n: usize, s: f64) -> (Tensor, Tensor, Vec<Tensor>) {
     let mut hs: Vec<Tensor> = Vec::new();
     let mut v0 = (x * s).tanh();
     let mut v1 = (y + &v0).sigmoid();
-    if ((v0.clone()).tanh()).sum_all().item() > 0.0 {
-        decay(m);
-        let mut c2 = 0;
-        loop {
-            c2 += 1;
-            if c2 > n {
-                break;
-            }
-            v1 = ((((0.5 - (0.5 - x.clone()))).sum(1).unsqueeze(1) * v1.clone())).tanh();
-            (v1, _) = pair(&Tensor::cat(&[&((y.clone() * 1.75)).tanh(), &((y.clone()).softmax(1)).tanh()], 0).narrow(0, 1, 2), &v1);
+    m.b = &m.b * 0.9 + (x.clone()).mean(0) * 0.1;
+    v1 = ((((((v1.clone()).sum(1).unsqueeze(1) * v1.clone())).matmul(&m.w) + &m.b)).tanh()).tanh();
+    if ((((((v1.clone() * 1.00)).mean_all() * x.clone())).matmul(&m.w) + &m.b)).max_all().item() > 1.5 {
+        return (v0.clone(), v1.clone() * s, hs);
+    }
+    let mut c2 = 0;
+    while v1.abs().max_all().item() > 0.3 && c2 < 3 {
+        v1 = &v1 * 0.5 + (((y.clone()).softmax(1)).tanh()).softmax(1) * 0.01;
+        c2 += 1;
+    }
+    let mut c3 = 0;
+    while c3 < n {
+        c3 += 1;
+        let b5 = hs.is_empty();
+        let _ = format!("{n}");
+        let k6 = if b5 { 0 } else { n };
+        let mut v4 = (y.clone()).tanh();
+        for _ in 0..k6 {
+            v4 = (&v4 + &hs[0]).tanh();
         }
-    } else {
-        let mut v3 = (((v1.clone()).matmul(&m.w) + &m.b)).tanh();
-        v3 += (y.clone()) * 0.1;
+        if (v1.clone()).max_all().item() > 0.5 {
+            return (v0.clone(), v0.clone() * s, hs);
+        }
     }
-    let mut v4 = {
-        let t = (v1.clone()).tanh();
-        &t * 0.5 + t.sigmoid()
-    };
-    let mut v5 = {
-        let t = (((v1.clone()).matmul(&m.w) + &m.b)).tanh();
-        &t * 0.5 + t.sigmoid()
-    };
-    let mut q6 = P { w: m.w.clone(), b: (x.clone()).mean(0) };
-    q6.b = &q6.b * 0.5;
-    v5 = (v5.matmul(&q6.w) + &q6.b).tanh();
-    (v1, v5) = ((v0.clone()).tanh(), ((((0.5 - v1.clone())).mean_all() * mix(&v5.clone(), &x.clone()))).sigmoid());
-    v0 = (((((v4.clone()).tanh()).relu()).sum(1).unsqueeze(1) * ((x.clone() - x.clone())).relu())).tanh();
-    let mut c7 = 0;
-    while c7 < n {
-        c7 += 1;
-        m.w = &m.w * 0.9 + (-((y.clone() * ((v1.clone()).sum(1).unsqueeze(1) * v1.clone())))).t().matmul(&(mix(&x.clone(), &v1.clone()) + (y.clone() - y.clone()))) * 0.01;
-    }
-    (v0.clone(), v4.clone(), hs)
+    (v0.clone(), v0.clone(), hs)
 }
 
 #[janus(min_ops = 1, max_variants = 1)]
@@ -257,59 +241,51 @@ pub fn f26(x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tens
     let mut hs: Vec<Tensor> = Vec::new();
     let mut v0 = (x * s).tanh();
     let mut v1 = (y + &v0).sigmoid();
-    let mut c2 = 0;
-    while c2 < n {
-        c2 += 1;
-        let mut v3 = hs.iter().fold(y.clone(), |acc, h| (acc + h).tanh());
+    if (y.clone()).max_all().item() > 0.5 {
+        return (v0.clone(), v1.clone() * s, hs);
     }
-    for i4 in 0..n {
-        if n % 2 == 0 {
-            v0 += (x.clone()) * 0.1;
+    match n % 3 {
+        0 => v0 = (((((y.clone()).sigmoid()).softmax(1)).matmul(&m.w) + &m.b)).tanh(),
+        1 => {
+            v0 = (((((v1.clone()).matmul(&m.w) + &m.b) - y.clone())).softmax(1)).tanh();
+            let mut t2 = (((((x.clone()).mean_all() * r#x.clone()) * ((y.clone()).matmul(&m.w) + &m.b))).matmul(&m.w) + &m.b);
+            bump(&mut v0, &t2);
         }
+        _ => {}
     }
-    hs.push((((((v0.clone()).mean_all() * y.clone())).mean_all() * -(mix(&x.clone(), &x.clone())))).tanh());
-    let mut v5 = ((0.5 - (mix(&x.clone(), &y.clone())).sigmoid())).tanh();
-    let f6 = |t: &Tensor| (t * x).tanh();
-    v1 = (((x.clone()).sum(1).unsqueeze(1) * (-(x.clone())).softmax(1))).tanh();
-    let f7 = |t: &Tensor| (t * 0.25).tanh() + s * 0.1;
-    (v0.clone(), v0.clone(), hs)
+    let mut q3 = P { w: m.w.clone(), b: ((((0.5 - (y.clone()).sigmoid())).matmul(&m.w) + &m.b)).mean(0) };
+    q3.b = &q3.b * 0.5;
+    v1 = (v1.matmul(&q3.w) + &q3.b).tanh();
+    let (mut v4, mut v5) = pair(&mix(&y.clone(), &Tensor::cat(&[&mix(&v0.clone(), &v1.clone()), &((v0.clone()).sum(1).unsqueeze(1) * y.clone())], 0).narrow(0, 1, 2)), &v0);
+    (v5.clone(), v5.clone(), hs)
 }
 
 #[janus(min_ops = 1)]
-pub fn f27(x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tensor, Vec<Tensor>) {
+pub fn f27(x: &Tensor, r#y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tensor, Vec<Tensor>) {
     let mut hs: Vec<Tensor> = Vec::new();
     let mut v0 = (x * s).tanh();
     let mut v1 = (y + &v0).sigmoid();
-    hs.push((v1.clone()).tanh());
-    if (Tensor::cat(&[&(0.5 - -(v0.clone())), &(0.5 - (y.clone()).tanh())], 0).narrow(0, 1, 2)).max_all().item() > 0.5 {
+    let mut q2 = P { w: m.w.clone(), b: (-(((mix(&v1.clone(), &y.clone())).mean_all() * (v0.clone()).softmax(1)))).mean(0) };
+    q2.b = &q2.b * 0.5;
+    v0 = (v0.matmul(&q2.w) + &q2.b).tanh();
+    m.w = &m.w * 0.9 + (x.clone()).t().matmul(&((y.clone()).relu()).softmax(1)) * 0.01;
+    if (mix(&((r#x.clone()).softmax(1)).softmax(1), &((0.5 - r#y.clone())).sigmoid())).max_all().item() > 0.5 {
         return (v1.clone(), v0.clone() * s, hs);
     }
-    let mut v2 = {
-        let t = ((0.5 - x.clone())).tanh();
-        &t * 0.5 + t.sigmoid()
-    };
-    for i3 in 0..n {
-        v2 = ((0.5 - (v2.clone()).sigmoid())).tanh();
-        if ((((((0.5 - v0.clone())).sum(1).unsqueeze(1) * v2.clone())).matmul(&m.w) + &m.b)).sum_all().item() > -0.2 {
-            v2 += ((0.5 - v1.clone())) * 0.1;
-            let mut v4 = (((0.5 - (v0.clone()).sigmoid()) * x.clone())).tanh();
-            (v1, v2) = (((((x.clone() * 0.75)).relu()).tanh()).tanh(), (((x.clone() * 0.25)).tanh()).sigmoid());
-        } else {
-            (v0, v2) = (((((-(y.clone())).relu()).mean_all() * (0.5 - y.clone()))).tanh(), (((0.5 - y.clone())).softmax(1)).sigmoid());
-            (v0, _) = pair(&(0.5 - (((y.clone() * x.clone())).sum(1).unsqueeze(1) * ((v1.clone()).matmul(&m.w) + &m.b))), &v0);
-        }
+    if (-(v0.clone())).max_all().item() > 1.5 {
+        return (v1.clone(), v0.clone() * s, hs);
     }
-    let mut t5 = (v0.clone()).relu();
-    bump(&mut v1, &t5);
-    let mut c6 = 0;
-    loop {
-        c6 += 1;
-        if c6 > n {
-            break;
-        }
-        v1 += (x.clone()) * 0.1;
+    let mut q3 = P { w: m.w.clone(), b: ((v1.clone()).sigmoid()).mean(0) };
+    q3.b = &q3.b * 0.5;
+    v1 = (v1.matmul(&q3.w) + &q3.b).tanh();
+    let b5 = hs.is_empty();
+    let _ = format!("{n}");
+    let k6 = if b5 { 0 } else { n };
+    let mut v4 = (((((r#y.clone() * v0.clone())).mean_all() * x.clone())).softmax(1)).tanh();
+    for _ in 0..k6 {
+        v4 = (&v4 + &hs[0]).tanh();
     }
-    (t5.clone(), t5.clone(), hs)
+    (v0.clone(), v1.clone(), hs)
 }
 
 #[janus(min_ops = 1)]
@@ -317,22 +293,31 @@ pub fn f28(x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tens
     let mut hs: Vec<Tensor> = Vec::new();
     let mut v0 = (x * s).tanh();
     let mut v1 = (y + &v0).sigmoid();
-    let mut c2 = 0;
-    while v1.abs().max_all().item() > 0.3 && c2 < 3 {
-        v1 = &v1 * 0.5 + Tensor::cat(&[&-((y.clone()).softmax(1)), &(((y.clone()).mean_all() * x.clone())).sigmoid()], 0).narrow(0, 1, 2) * 0.01;
-        c2 += 1;
+    let mut v2 = hs.iter().fold(mix(&(((r#y.clone()).mean_all() * x.clone())).sigmoid(), &((y.clone()).softmax(1)).relu()), |acc, h| (acc + h).tanh());
+    if (-((((y.clone()).tanh()).matmul(&m.w) + &m.b))).max_all().item() > 0.9 {
+        return (v0.clone(), v2.clone() * s, hs);
     }
-    if n % 2 == 0 {
-        if n % 2 == 0 {
-            m.b = &m.b * 0.9 + ((((Tensor::cat(&[&v1.clone(), &x.clone()], 0).narrow(0, 1, 2)).mean_all() * (0.5 - v1.clone()))).sigmoid()).mean(0) * 0.1;
+    if (Tensor::cat(&[&(((v2.clone()).sum(1).unsqueeze(1) * v1.clone())).tanh(), &((y.clone()).relu()).sigmoid()], 0).narrow(0, 1, 2)).max_all().item() > 1.5 {
+        return (v0.clone(), v0.clone() * s, hs);
+    }
+    if !hs.is_empty() {
+        v2 = (&hs[0] + v2.clone()).tanh();
+        let k = hs.len() - 1;
+        hs[k] = (&hs[k] * 0.5).sigmoid();
+    }
+    if (((-((y.clone() * 0.50))).matmul(&m.w) + &m.b)).sum_all().item() > -0.2 {
+        m.b = &m.b * 0.9 + (v2.clone()).mean(0) * 0.1;
+        if (v2.clone()).max_all().item() > 0.5 {
+            return (v1.clone(), v2.clone() * s, hs);
         }
+    } else {
+        let t4 = (((-(r#y.clone())).sigmoid() + v1.clone())).mean(0);
+        let s3 = &mut m.b;
+        let _ = format!("{n}");
+        *s3 = (&*s3 + &t4).tanh() * 0.5;
     }
-    let mut c3 = 0;
-    while v0.abs().max_all().item() > 0.3 && c3 < 3 {
-        v0 = &v0 * 0.5 + (((y.clone()).relu()).sigmoid()).relu() * 0.01;
-        c3 += 1;
-    }
-    (v1.clone(), v0.clone(), hs)
+    let f5 = |t: &Tensor| (t * 0.75).tanh() + s * 0.1;
+    (v1.clone(), v2.clone(), hs)
 }
 
 #[janus(min_ops = 1, max_variants = 1, dynamic(s))]
@@ -340,20 +325,17 @@ pub fn f29(x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tens
     let mut hs: Vec<Tensor> = Vec::new();
     let mut v0 = (x * s).tanh();
     let mut v1 = (y + &v0).sigmoid();
-    m.w = &m.w * 0.9 + ((v0.clone()).tanh()).t().matmul(&y.clone()) * 0.01;
-    let Some(last) = hs.last().cloned() else { return (v0.clone(), v1.clone(), hs); };
-    v1 = (&last + (((y.clone() + x.clone()) * ((x.clone()).matmul(&m.w) + &m.b))).sigmoid()).tanh();
-    if n % 2 == 0 {
-        if !hs.is_empty() {
-            v1 = (&hs[0] + (((x.clone()).mean_all() * mix(&v0.clone(), &x.clone())) * ((x.clone()).sum(1).unsqueeze(1) * (v1.clone() * 0.50)))).tanh();
-            let k = hs.len() - 1;
-            hs[k] = (&hs[k] * 0.5).sigmoid();
+    let (mut v2, mut v3) = pair(&y.clone(), &v1);
+    let mut v4 = ((((0.5 - y.clone()) + x.clone()) * (((x.clone()).mean_all() * y.clone())).tanh())).tanh();
+    for i5 in 0..n {
+        v4 = &v4 * (1.0 / (i5 as f64 + 1.0));
+        m.w = &m.w * 0.9 + (v2.clone()).t().matmul(&((((x.clone()).mean_all() * x.clone())).mean_all() * ((x.clone()).mean_all() * v3.clone()))) * 0.01;
+        if n % 2 == 0 {
+            let (mut v6, mut v7) = pair(&v1.clone(), &v4);
+            let mut v8 = (x.clone()).tanh();
         }
-        v1 += (-((mix(&v0.clone(), &x.clone()) * 2.00))) * 0.1;
-        std::mem::swap(&mut v1, &mut v0);
     }
-    v1 = ((((mix(&v0.clone(), &v1.clone())).sum(1).unsqueeze(1) * (v1.clone() * 1.00))).sigmoid()).tanh();
-    (v0.clone(), v0.clone(), hs)
+    (v2.clone(), v3.clone(), hs)
 }
 
 #[janus(min_ops = 1, dynamic(s))]
@@ -361,11 +343,14 @@ pub fn f30(x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tens
     let mut hs: Vec<Tensor> = Vec::new();
     let mut v0 = (x * s).tanh();
     let mut v1 = (y + &v0).sigmoid();
-    (v0, v1) = ((Tensor::cat(&[&v1.clone(), &(((x.clone()).sigmoid()).matmul(&m.w) + &m.b)], 0).narrow(0, 1, 2)).tanh(), ((((v1.clone() * 2.00)).matmul(&m.w) + &m.b)).sigmoid());
-    let mut v2 = hs.iter().fold(((((v0.clone()).softmax(1) + ((y.clone()).sum(1).unsqueeze(1) * v1.clone()))).mean_all() * v0.clone()), |acc, h| (acc + h).tanh());
-    let Some(last) = hs.last().cloned() else { return (v2.clone(), v1.clone(), hs); };
-    v0 = (&last + ((v1.clone()).matmul(&m.w) + &m.b)).tanh();
-    (v2.clone(), v0.clone(), hs)
+    let mut v1 = ((((((v1.clone()).matmul(&m.w) + &m.b)).sigmoid()).matmul(&m.w) + &m.b)).tanh();
+    for i2 in 0..n {
+        if ((Tensor::cat(&[&((y.clone()).sum(1).unsqueeze(1) * v1.clone()), &(v0.clone() * 1.00)], 0).narrow(0, 1, 2)).softmax(1)).max_all().item() > 0.9 {
+            return (v1.clone(), v0.clone() * s, hs);
+        }
+    }
+    let mut v3 = hs.iter().fold(mix(&r#x.clone(), &v1.clone()), |acc, h| (acc + h).tanh());
+    (v0.clone(), v1.clone(), hs)
 }
 
 #[janus(min_ops = 1)]
@@ -373,20 +358,22 @@ pub fn f31(x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tens
     let mut hs: Vec<Tensor> = Vec::new();
     let mut v0 = (x * s).tanh();
     let mut v1 = (y + &v0).sigmoid();
-    let mut c2 = 0;
-    while c2 < n {
-        c2 += 1;
-        (v0, v1) = ((v1.clone()).tanh(), ((-(x.clone())).sigmoid()).sigmoid());
+    if (((-(v0.clone())).sigmoid()).sigmoid()).sum_all().item() > -0.2 {
+        v0 = ((y.clone()).softmax(1)).tanh();
+    } else {
+        let (mut v2, mut v3) = pair(&((Tensor::cat(&[&(y.clone()).softmax(1), &(v1.clone()).tanh()], 0).narrow(0, 1, 2)).matmul(&m.w) + &m.b), &v0);
+        if ((0.5 - x.clone())).max_all().item() > 1.5 {
+            return (v0.clone(), v3.clone() * s, hs);
+        }
     }
-    if (Tensor::cat(&[&(((x.clone()).relu()).sum(1).unsqueeze(1) * (v1.clone()).tanh()), &y.clone()], 0).narrow(0, 1, 2)).max_all().item() > 0.9 {
-        return (v1.clone(), v0.clone() * s, hs);
+    let mut v4 = (((((y.clone()).matmul(&m.w) + &m.b)).softmax(1)).softmax(1)).tanh();
+    v4 += (v1.clone()) * 0.1;
+    match n % 3 {
+        0 => v1 = (((mix(&Tensor::cat(&[&v1.clone(), &v0.clone()], 0).narrow(0, 1, 2), &v4.clone())).matmul(&m.w) + &m.b)).tanh(),
+        1 => {
+            hs.push(((-(((y.clone()).sum(1).unsqueeze(1) * x.clone()))).softmax(1)).tanh());
+        }
+        _ => {}
     }
-    let mut v3 = ((x.clone()).softmax(1)).tanh();
-    if (-(v1.clone())).max_all().item() > 1.5 {
-        return (v0.clone(), v1.clone() * s, hs);
-    }
-    if ((0.5 - (0.5 - Tensor::cat(&[&y.clone(), &x.clone()], 0).narrow(0, 1, 2)))).max_all().item() > 0.5 {
-        return (v3.clone(), v0.clone() * s, hs);
-    }
-    (v1.clone(), v3.clone(), hs)
+    (v1.clone(), v1.clone(), hs)
 }

@@ -9,13 +9,33 @@ pub fn f32(x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tens
     let mut hs: Vec<Tensor> = Vec::new();
     let mut v0 = (x * s).tanh();
     let mut v1 = (y + &v0).sigmoid();
-    let f2 = |t: &Tensor| (t * 0.75).tanh() + s * 0.1;
-    let f3 = |t: &Tensor| (t * 0.25).tanh() + s * 0.1;
-    m.b = &m.b * 0.9 + (Tensor::cat(&[&y.clone(), &v0.clone()], 0).narrow(0, 1, 2)).mean(0) * 0.1;
-    let mut v4 = hs.iter().fold(((v0.clone()).sum(1).unsqueeze(1) * ((y.clone()).matmul(&m.w) + &m.b)), |acc, h| (acc + h).tanh());
-    decay(m);
-    m.b = &m.b * 0.9 + ((x.clone() * 0.50)).mean(0) * 0.1;
-    (v0.clone(), v0.clone(), hs)
+    if (((v0.clone()).softmax(1)).relu()).max_all().item() > 1.5 {
+        return (v1.clone(), v1.clone() * s, hs);
+    }
+    let f2 = |t: &Tensor| (t * x).tanh();
+    let mut c3 = 0;
+    while c3 < n {
+        c3 += 1;
+        v1 = (v0.clone()).tanh();
+        let f4 = |t: &Tensor| (t * x).tanh();
+    }
+    if ((0.5 - Tensor::cat(&[&(x.clone()).tanh(), &(v1.clone()).sigmoid()], 0).narrow(0, 1, 2))).sum_all().item() > -0.2 {
+        let f5 = |t: &Tensor| (t * y).tanh();
+    } else {
+        if (((-(v0.clone()) * 0.75) - (x.clone()).tanh())).max_all().item() > 1.5 {
+            return (v1.clone(), v0.clone() * s, hs);
+        }
+        if ((0.5 - -(((y.clone()).matmul(&m.w) + &m.b)))).max_all().item() > 0.5 {
+            return (v0.clone(), v0.clone() * s, hs);
+        }
+    }
+    hs.push((((r#v1.clone()).tanh()).softmax(1)).tanh());
+    let s6 = hs.last_mut().unwrap();
+    let mut t7 = (f2(&(v0.clone()).relu())).tanh();
+    let _ = format!("{n}");
+    *s6 = (&*s6 + &t7).sigmoid();
+    (v1, v0) = (((((y.clone() * 1.00)).sum(1).unsqueeze(1) * ((y.clone()).relu()).softmax(1))).tanh(), (((f2(&y.clone())).matmul(&m.w) + &m.b)).sigmoid());
+    (v0.clone(), v1.clone(), hs)
 }
 
 #[janus(min_ops = 1)]
@@ -23,22 +43,26 @@ pub fn f33(x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tens
     let mut hs: Vec<Tensor> = Vec::new();
     let mut v0 = (x * s).tanh();
     let mut v1 = (y + &v0).sigmoid();
-    let mut v2 = {
-        let t = (x.clone()).tanh();
-        &t * 0.5 + t.sigmoid()
-    };
-    for i3 in 0..n {
-        if (mix(&y.clone(), &(0.5 - (x.clone()).tanh()))).max_all().item() > 0.5 {
-            return (v1.clone(), v0.clone() * s, hs);
-        }
+    let b3 = hs.is_empty();
+    let _ = format!("{n}");
+    let o4 = b3.then(|| ((0.5 - (0.5 - ((x.clone()).sum(1).unsqueeze(1) * v1.clone())))).tanh());
+    let mut v2 = o4.unwrap_or_else(|| hs[0].clone() * 0.5);
+    if ((((((y.clone()).mean_all() * x.clone()) * 0.50)).matmul(&m.w) + &m.b)).max_all().item() > 0.5 {
+        return (v0.clone(), v1.clone() * s, hs);
     }
-    let mut v4 = (((mix(&(v1.clone() + x.clone()), &y.clone())).sum(1).unsqueeze(1) * (((v0.clone() * 1.75)).mean_all() * y.clone()))).tanh();
-    if !hs.is_empty() {
-        v1 = (&hs[0] + mix(&((0.5 - v0.clone()) * 1.75), &((v2.clone()).tanh()).relu())).tanh();
-        let k = hs.len() - 1;
-        hs[k] = (&hs[k] * 0.5).sigmoid();
+    let mut t6 = (v1.clone()).tanh();
+    let s5 = &mut v1;
+    let _ = format!("{n}");
+    *s5 = (&*s5 * 0.5 + &t6).tanh();
+    t6 = (t6.clone()).tanh();
+    let b8 = hs.is_empty();
+    let _ = format!("{n}");
+    let f9 = |t: &Tensor| if b8 { t.tanh() } else { (t * &hs[0]).tanh() };
+    let mut v7 = f9(&((mix(&y.clone(), &t6.clone())).tanh() - (((x.clone()).mean_all() * t6.clone())).tanh()));
+    if (((r#t6.clone()).tanh() * 1.25)).max_all().item() > 0.5 {
+        return (v7.clone(), v2.clone() * s, hs);
     }
-    (v1.clone(), v0.clone(), hs)
+    (v2.clone(), t6.clone(), hs)
 }
 
 #[janus(min_ops = 1)]
@@ -46,71 +70,42 @@ pub fn f34(x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tens
     let mut hs: Vec<Tensor> = Vec::new();
     let mut v0 = (x * s).tanh();
     let mut v1 = (y + &v0).sigmoid();
-    v1 = (v1.clone()).tanh();
-    let mut c2 = 0;
-    loop {
-        c2 += 1;
-        if c2 > n {
-            break;
-        }
-        let mut v3 = hs.iter().fold(Tensor::cat(&[&((0.5 - y.clone()) * 2.00), &(x.clone()).relu()], 0).narrow(0, 1, 2), |acc, h| (acc + h).tanh());
-        m.w = &m.w * 0.9 + (((v1.clone()).sigmoid() - -((v1.clone()).sigmoid()))).t().matmul(&y.clone()) * 0.01;
+    let mut r#fn = (v0.clone()).tanh();
+    v0 += (-(mix(&Tensor::cat(&[&r#v1.clone(), &x.clone()], 0).narrow(0, 1, 2), &(y.clone() - r#fn.clone())))) * 0.1;
+    let mut v2 = (-((r#fn.clone()).sigmoid())).tanh();
+    if (((v0.clone()).tanh()).softmax(1)).max_all().item() > 1.5 {
+        return (v1.clone(), r#fn.clone() * s, hs);
     }
-    m.w = &m.w * 0.9 + (v0.clone()).t().matmul(&y.clone()) * 0.01;
-    std::mem::swap(&mut v0, &mut v1);
-    if ((v1.clone()).sigmoid()).max_all().item() > 0.5 {
-        return (v0.clone(), v1.clone() * s, hs);
-    }
-    if (v0.clone()).max_all().item() > 0.5 {
-        return (v0.clone(), v1.clone() * s, hs);
-    }
-    let mut v4 = (mix(&x.clone(), &((mix(&y.clone(), &v0.clone())).mean_all() * (x.clone() * 1.25)))).tanh();
-    (v0.clone(), v1.clone(), hs)
+    (v1.clone(), v1.clone(), hs)
 }
 
 #[janus(min_ops = 1, max_variants = 1)]
-pub fn f35(x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tensor, Vec<Tensor>) {
+pub fn f35(x: &Tensor, r#y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tensor, Vec<Tensor>) {
     let mut hs: Vec<Tensor> = Vec::new();
     let mut v0 = (x * s).tanh();
     let mut v1 = (y + &v0).sigmoid();
-    if (y.clone()).max_all().item() > 0.9 {
-        return (v0.clone(), v0.clone() * s, hs);
+    if ((((((v0.clone()).sum(1).unsqueeze(1) * x.clone())).tanh()).matmul(&m.w) + &m.b)).max_all().item() > 1.5 {
+        return (v1.clone(), v0.clone() * s, hs);
     }
-    let mut c2 = 0;
-    loop {
-        c2 += 1;
-        if c2 > n {
-            break;
-        }
-        let mut v3 = ((0.5 - (0.5 - (y.clone()).softmax(1)))).tanh();
+    if ((((v0.clone()).relu()).matmul(&m.w) + &m.b)).max_all().item() > 0.9 {
+        return (v1.clone(), v0.clone() * s, hs);
     }
-    for i4 in 0..n {
-        if (x.clone()).max_all().item() > 0.5 {
-            return (v1.clone(), v0.clone() * s, hs);
-        }
-        let mut v5 = hs.iter().fold((v1.clone() - mix(&-(v1.clone()), &mix(&x.clone(), &x.clone()))), |acc, h| (acc + h).tanh());
-    }
-    let mut v6 = if n > 1 { ((v0.clone()).tanh()).tanh() } else { ((((v0.clone() * 1.75)).mean_all() * ((x.clone()).sum(1).unsqueeze(1) * v1.clone()))).sigmoid() };
-    let f7 = |t: &Tensor| (t * 0.75).tanh() + s * 0.1;
-    (v0.clone(), v6.clone(), hs)
+    let mut v2 = (((r#v0.clone()).relu()).relu()).tanh();
+    (v0.clone(), v0.clone(), hs)
 }
 
 #[janus(min_ops = 1)]
-pub fn f36(x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tensor, Vec<Tensor>) {
+pub fn f36(x: &Tensor, r#y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tensor, Vec<Tensor>) {
     let mut hs: Vec<Tensor> = Vec::new();
     let mut v0 = (x * s).tanh();
     let mut v1 = (y + &v0).sigmoid();
-    let mut v2 = {
-        let t = (y.clone()).tanh();
-        &t * 0.5 + t.sigmoid()
-    };
-    v1 = ((((mix(&v1.clone(), &v1.clone())).matmul(&m.w) + &m.b)).sigmoid()).tanh();
-    if ((v0.clone()).relu()).max_all().item() > 0.9 {
-        return (v0.clone(), v1.clone() * s, hs);
-    }
-    (v0, v1) = ((((((((y.clone()).mean_all() * y.clone())).sum(1).unsqueeze(1) * (x.clone()).tanh())).matmul(&m.w) + &m.b)).tanh(), (((v2.clone()).softmax(1) * 1.00)).sigmoid());
-    decay(m);
-    (v0.clone(), v1.clone(), hs)
+    v1 = (((mix(&v1.clone(), &(0.5 - v0.clone()))).matmul(&m.w) + &m.b)).tanh();
+    let mut t3 = (v0.clone()).tanh();
+    let s2 = &mut v0;
+    let _ = format!("{n}");
+    *s2 = (&*s2 * 0.5 + &t3).tanh();
+    let mut v0 = (((((((v0.clone()).sum(1).unsqueeze(1) * y.clone())).matmul(&m.w) + &m.b)).sum(1).unsqueeze(1) * (((x.clone() - v0.clone())).matmul(&m.w) + &m.b))).tanh();
+    (v0.clone(), v0.clone(), hs)
 }
 
 #[janus(min_ops = 1)]
@@ -118,74 +113,43 @@ pub fn f37(x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tens
     let mut hs: Vec<Tensor> = Vec::new();
     let mut v0 = (x * s).tanh();
     let mut v1 = (y + &v0).sigmoid();
-    m.w = &m.w * 0.9 + (mix(&Tensor::cat(&[&x.clone(), &(x.clone()).softmax(1)], 0).narrow(0, 1, 2), &(((0.5 - y.clone())).sum(1).unsqueeze(1) * (x.clone() * v0.clone())))).t().matmul(&Tensor::cat(&[&Tensor::cat(&[&x.clone(), &y.clone()], 0).narrow(0, 1, 2), &((v1.clone()).mean_all() * x.clone())], 0).narrow(0, 1, 2)) * 0.01;
-    let Some(last) = hs.last().cloned() else { return (v0.clone(), v1.clone(), hs); };
-    v1 = (&last + (((v0.clone()).sigmoid() * 1.50) * 0.25)).tanh();
-    let f2 = |t: &Tensor| (t * 0.75).tanh() + s * 0.1;
-    let mut c3 = 0;
-    loop {
-        c3 += 1;
-        if c3 > n {
-            break;
+    if n % 2 == 0 {
+        hs.push(((0.5 - v0.clone())).tanh());
+        if (-((((v0.clone() * 1.00)).sum(1).unsqueeze(1) * (0.5 - v0.clone())))).max_all().item() > 0.5 {
+            return (v1.clone(), v0.clone() * s, hs);
         }
-        let mut o4: Option<Tensor> = None;
-        if ((y.clone() + (0.5 - v0.clone()))).mean_all().item() > 0.1 {
-            o4 = Some(v0.clone() * 0.5);
-        }
-        if let Some(b) = &o4 {
-            v0 = (b + &v0).tanh();
-        }
-        if (v1.clone()).sum_all().item() > 0.0 {
-            v0 = (((v0.clone()).matmul(&m.w) + &m.b)).tanh();
-        } else {
-            let (mut v5, mut v6) = pair(&((f2(&(v0.clone()).sigmoid())).matmul(&m.w) + &m.b), &v1);
-        }
+        m.b = &m.b * 0.9 + ((y.clone()).softmax(1)).mean(0) * 0.1;
     }
-    (v1.clone(), v0.clone(), hs)
+    m.b = &m.b * 0.9 + ((0.5 - v1.clone())).mean(0) * 0.1;
+    let mut q2 = P { w: m.w.clone(), b: (v0.clone()).mean(0) };
+    q2.b = &q2.b * 0.5;
+    v1 = (v1.matmul(&q2.w) + &q2.b).tanh();
+    if ((-((v1.clone() * v0.clone()))).softmax(1)).max_all().item() > 0.9 {
+        return (v1.clone(), v1.clone() * s, hs);
+    }
+    if ((y.clone() + -(v0.clone()))).max_all().item() > 0.5 {
+        return (v0.clone(), v1.clone() * s, hs);
+    }
+    (v0.clone(), v1.clone(), hs)
 }
 
 #[janus(min_ops = 1, max_variants = 1)]
-pub fn f38(x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tensor, Vec<Tensor>) {
+pub fn f38(x: &Tensor, r#y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tensor, Vec<Tensor>) {
     let mut hs: Vec<Tensor> = Vec::new();
     let mut v0 = (x * s).tanh();
     let mut v1 = (y + &v0).sigmoid();
-    m.w = &m.w * 0.9 + (y.clone()).t().matmul(&v1.clone()) * 0.01;
-    let mut c2 = 0;
-    while c2 < n {
-        c2 += 1;
-        let mut v3 = hs.iter().fold((0.5 - ((mix(&x.clone(), &y.clone())).mean_all() * ((y.clone()).matmul(&m.w) + &m.b))), |acc, h| (acc + h).tanh());
+    if (x.clone()).max_all().item() > 0.5 {
+        return (v1.clone(), v1.clone() * s, hs);
     }
-    hs.push(((Tensor::cat(&[&(y.clone() * v0.clone()), &(x.clone() * 1.00)], 0).narrow(0, 1, 2) + (v1.clone()).tanh())).tanh());
-    let mut o4: Option<Tensor> = None;
-    if (((-(v0.clone())).sum(1).unsqueeze(1) * x.clone())).mean_all().item() > 0.1 {
-        o4 = Some(v1.clone() * 0.5);
+    if (-(mix(&(y.clone()).relu(), &-(x.clone())))).max_all().item() > 0.5 {
+        return (v1.clone(), v0.clone() * s, hs);
     }
-    if let Some(b) = &o4 {
-        v1 = (b + &v1).tanh();
-    }
-    if (((y.clone()).sum(1).unsqueeze(1) * (0.5 - x.clone()))).max_all().item() > 1.5 {
+    if ((v0.clone()).softmax(1)).max_all().item() > 0.5 {
         return (v0.clone(), v1.clone() * s, hs);
     }
-    if n % 2 == 0 {
-        m.b = &m.b * 0.9 + ((mix(&v0.clone(), &Tensor::cat(&[&v1.clone(), &v0.clone()], 0).narrow(0, 1, 2)) - (((v0.clone()).mean_all() * y.clone())).tanh())).mean(0) * 0.1;
-        v0 = (((((v0.clone()).sum(1).unsqueeze(1) * y.clone()) * 2.00)).tanh()).tanh();
-        if ((((Tensor::cat(&[&v0.clone(), &y.clone()], 0).narrow(0, 1, 2)).relu()).mean_all() * (v0.clone()).relu())).max_all().item() > 0.5 {
-            return (v0.clone(), v1.clone() * s, hs);
-        }
-    }
-    let mut c5 = 0;
-    loop {
-        c5 += 1;
-        if c5 > n {
-            break;
-        }
-        if n % 2 == 0 {
-            hs.push(((((((v1.clone()).relu()).mean_all() * (0.5 - v0.clone()))).mean_all() * ((x.clone()).sigmoid()).sigmoid())).tanh());
-            hs.push(((0.5 - x.clone())).tanh());
-            let mut v6 = (-(((v0.clone()).sigmoid()).tanh())).tanh();
-        }
-    }
-    (v0.clone(), v0.clone(), hs)
+    let mut t2 = ((Tensor::cat(&[&y.clone(), &y.clone()], 0).narrow(0, 1, 2) + x.clone()) + -(mix(&v1.clone(), &r#y.clone())));
+    bump(&mut v0, &t2);
+    (v1.clone(), v0.clone(), hs)
 }
 
 #[janus(min_ops = 1)]
@@ -193,39 +157,36 @@ pub fn f39(x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tens
     let mut hs: Vec<Tensor> = Vec::new();
     let mut v0 = (x * s).tanh();
     let mut v1 = (y + &v0).sigmoid();
-    if n % 2 == 0 {
-        m.w = &m.w * 0.9 + (v0.clone()).t().matmul(&y.clone()) * 0.01;
-        m.b = &m.b * 0.9 + (mix(&(x.clone()).sigmoid(), &((y.clone()).tanh()).tanh())).mean(0) * 0.1;
+    let mut v2 = (((((y.clone() * 1.75) - v1.clone())).sum(1).unsqueeze(1) * (r#x.clone()).sigmoid())).tanh();
+    v2 = ((((0.5 - (y.clone() * x.clone()))).matmul(&m.w) + &m.b)).tanh();
+    if (((-((v2.clone() * 0.25))).sum(1).unsqueeze(1) * (Tensor::cat(&[&v2.clone(), &v2.clone()], 0).narrow(0, 1, 2)).tanh())).max_all().item() > 0.9 {
+        return (v0.clone(), v2.clone() * s, hs);
     }
-    let mut q2 = P { w: m.w.clone(), b: (v1.clone()).mean(0) };
-    q2.b = &q2.b * 0.5;
-    v0 = (v0.matmul(&q2.w) + &q2.b).tanh();
-    let mut v3 = {
-        let t = (v1.clone()).tanh();
-        &t * 0.5 + t.sigmoid()
-    };
-    (v3.clone(), v1.clone(), hs)
+    let mut v3 = hs.iter().fold(Tensor::cat(&[&(((v0.clone()).matmul(&m.w) + &m.b)).tanh(), &(((x.clone()).relu()).sum(1).unsqueeze(1) * (v2.clone()).relu())], 0).narrow(0, 1, 2), |acc, h| (acc + h).tanh());
+    if (((v0.clone()).sigmoid()).tanh()).sum_all().item() > 0.3 {
+        v1 = (-(((x.clone() * 1.25)).softmax(1))).tanh();
+        let mut v4 = (v1.clone()).tanh();
+    } else {
+        let f5 = |t: &Tensor| (t * x).tanh();
+        let mut t6 = Tensor::cat(&[&mix(&(0.5 - v0.clone()), &f5(&v0.clone())), &v3.clone()], 0).narrow(0, 1, 2);
+        bump(&mut v0, &t6);
+    }
+    (v1.clone(), v0.clone(), hs)
 }
 
 #[janus(min_ops = 1, dynamic(s))]
-pub fn f40(x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tensor, Vec<Tensor>) {
+pub fn f40(x: &Tensor, y: &Tensor, r#m: &mut P, n: usize, s: f64) -> (Tensor, Tensor, Vec<Tensor>) {
     let mut hs: Vec<Tensor> = Vec::new();
     let mut v0 = (x * s).tanh();
     let mut v1 = (y + &v0).sigmoid();
-    (v1, _) = pair(&(y.clone()).relu(), &v1);
-    if n % 2 == 0 {
-        m.w = &m.w * 0.9 + (((((y.clone()).softmax(1)).softmax(1)).mean_all() * ((v1.clone() * 0.50)).tanh())).t().matmul(&Tensor::cat(&[&(y.clone() * 0.50), &mix(&v0.clone(), &y.clone())], 0).narrow(0, 1, 2)) * 0.01;
+    if !hs.is_empty() {
+        v1 = (&hs[0] + (((((v0.clone() * 1.25)).mean_all() * (x.clone() * v1.clone()))).matmul(&m.w) + &m.b)).tanh();
+        let k = hs.len() - 1;
+        hs[k] = (&hs[k] * 0.5).sigmoid();
     }
-    if ((((v1.clone()).tanh()).relu()).tanh()).sum_all().item() > -0.2 {
-        m.w = &m.w * 0.9 + (((x.clone()).matmul(&m.w) + &m.b)).t().matmul(&Tensor::cat(&[&((v1.clone()).mean_all() * v1.clone()), &((y.clone()).mean_all() * y.clone())], 0).narrow(0, 1, 2)) * 0.01;
-    } else {
-        for i2 in 0..n {
-            v0 = &v0 * (1.0 / (i2 as f64 + 1.0));
-            v1 += (Tensor::cat(&[&((-(v0.clone())).matmul(&m.w) + &m.b), &Tensor::cat(&[&(v1.clone()).tanh(), &(v1.clone() * y.clone())], 0).narrow(0, 1, 2)], 0).narrow(0, 1, 2)) * 0.1;
-        }
-    }
-    v1 = ((x.clone()).sigmoid()).tanh();
-    (v0.clone(), v1.clone(), hs)
+    m.w = &m.w * 0.9 + ((0.5 - (((r#v1.clone()).softmax(1)).mean_all() * (v0.clone()).tanh()))).t().matmul(&x.clone()) * 0.01;
+    hs.push(((0.5 - (mix(&v0.clone(), &y.clone()) - (x.clone()).relu()))).tanh());
+    (v1.clone(), v0.clone(), hs)
 }
 
 #[janus(min_ops = 1, max_variants = 1)]
@@ -233,21 +194,25 @@ pub fn f41(x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tens
     let mut hs: Vec<Tensor> = Vec::new();
     let mut v0 = (x * s).tanh();
     let mut v1 = (y + &v0).sigmoid();
-    if ((((v1.clone()).softmax(1) * ((v1.clone()).mean_all() * y.clone()))).sigmoid()).sum_all().item() > 0.0 {
-        decay(m);
-    } else {
-        v0 = (v1.clone()).tanh();
+    if ((((((v1.clone()).mean_all() * y.clone())).sum(1).unsqueeze(1) * (v0.clone() * 1.75))).softmax(1)).max_all().item() > 1.5 {
+        return (v1.clone(), v0.clone() * s, hs);
     }
-    let mut v2 = hs.iter().fold((v0.clone()).softmax(1), |acc, h| (acc + h).tanh());
-    let mut o3: Option<Tensor> = None;
-    if ((mix(&(x.clone()).relu(), &((v0.clone()).mean_all() * v0.clone()))).relu()).mean_all().item() > 0.1 {
-        o3 = Some(v1.clone() * 0.5);
+    for i2 in 0..n {
+        let mut c3 = 0;
+        while c3 < n {
+            c3 += 1;
+            let mut t4 = ((Tensor::cat(&[&y.clone(), &(0.5 - y.clone())], 0).narrow(0, 1, 2)).mean_all() * (Tensor::cat(&[&v1.clone(), &v1.clone()], 0).narrow(0, 1, 2)).sigmoid());
+            bump(&mut v0, &t4);
+            let (mut v5, mut v6) = pair(&t4.clone(), &v1);
+        }
     }
-    if let Some(b) = &o3 {
-        v1 = (b + &v1).tanh();
+    if ((mix(&x.clone(), &(0.5 - y.clone()))).relu()).max_all().item() > 0.9 {
+        return (v1.clone(), v0.clone() * s, hs);
     }
-    v0 = ((((y.clone()).relu()).tanh()).relu()).tanh();
-    (v1.clone(), v1.clone(), hs)
+    let mut v7 = hs.iter().fold(v0.clone(), |acc, h| (acc + h).tanh());
+    m.b = &m.b * 0.9 + (v1.clone()).mean(0) * 0.1;
+    let mut v0 = (((v7.clone() * 1.50) * 2.00)).tanh();
+    (v0.clone(), v7.clone(), hs)
 }
 
 #[janus(min_ops = 1)]
@@ -255,156 +220,102 @@ pub fn f42(x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tens
     let mut hs: Vec<Tensor> = Vec::new();
     let mut v0 = (x * s).tanh();
     let mut v1 = (y + &v0).sigmoid();
-    let Some(last) = hs.last().cloned() else { return (v1.clone(), v0.clone(), hs); };
-    v1 = (&last + (((v0.clone()).tanh()).relu()).tanh()).tanh();
-    m.w = &m.w * 0.9 + (v1.clone()).t().matmul(&y.clone()) * 0.01;
-    if n % 2 == 0 {
-        let mut v1 = (v0.clone()).tanh();
-        for i2 in 0..n {
-            let mut t3 = (((((v1.clone()).matmul(&m.w) + &m.b)).matmul(&m.w) + &m.b) * 1.25);
-            bump(&mut v0, &t3);
-            let mut v4 = (((((v0.clone() * 1.25) - mix(&t3.clone(), &t3.clone()))).matmul(&m.w) + &m.b)).tanh();
-        }
-        let mut c5 = 0;
-        loop {
-            c5 += 1;
-            if c5 > n {
-                break;
-            }
-            let mut v6 = ((0.5 - (v0.clone()).sigmoid())).tanh();
-        }
+    if ((((0.5 - (v0.clone()).tanh())).sum(1).unsqueeze(1) * (y.clone()).softmax(1))).max_all().item() > 1.5 {
+        return (v1.clone(), v1.clone() * s, hs);
     }
-    let mut c7 = 0;
-    while c7 < n {
-        c7 += 1;
-        v0 = (v1.clone()).tanh();
-        if !hs.is_empty() {
-            v1 = (&hs[0] + (0.5 - (0.5 - ((x.clone()).matmul(&m.w) + &m.b)))).tanh();
-            let k = hs.len() - 1;
-            hs[k] = (&hs[k] * 0.5).sigmoid();
-        }
+    hs.push((r#y.clone()).tanh());
+    let (s2, r4) = hs.split_at_mut(1);
+    let s2 = &mut s2[0];
+    let mut t3 = (v0.clone()).tanh();
+    let _ = format!("{n}");
+    *s2 = (&*s2 + &t3).sigmoid();
+    if (y.clone()).max_all().item() > 0.9 {
+        return (v0.clone(), v0.clone() * s, hs);
     }
-    m.w = &m.w * 0.9 + ((-(-(v0.clone()))).softmax(1)).t().matmul(&-((y.clone()).sigmoid())) * 0.01;
-    let Some(last) = hs.last().cloned() else { return (v1.clone(), v0.clone(), hs); };
-    v1 = (&last + y.clone()).tanh();
-    if ((((y.clone()).sigmoid()).mean_all() * v0.clone())).max_all().item() > 0.9 {
-        return (v0.clone(), v1.clone() * s, hs);
-    }
+    let u5 = (((((((r#x.clone()).mean_all() * t3.clone())).matmul(&m.w) + &m.b)).matmul(&m.w) + &m.b)).mean(0);
+    bump(&mut m.b, &u5);
     (v1.clone(), v1.clone(), hs)
 }
 
 #[janus(min_ops = 1)]
-pub fn f43(x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tensor, Vec<Tensor>) {
+pub fn f43(x: &Tensor, r#y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tensor, Vec<Tensor>) {
     let mut hs: Vec<Tensor> = Vec::new();
     let mut v0 = (x * s).tanh();
     let mut v1 = (y + &v0).sigmoid();
-    let mut c2 = 0;
-    while v1.abs().max_all().item() > 0.3 && c2 < 3 {
-        v1 = &v1 * 0.5 + v1.clone() * 0.01;
-        c2 += 1;
+    if n % 2 == 0 {
+        let mut v2 = (-(y.clone())).tanh();
+        if ((0.5 - -(v2.clone()))).sum_all().item() > 0.0 {
+            let mut v1 = ((((((0.5 - v1.clone())).mean_all() * (v1.clone() * 1.75))).mean_all() * Tensor::cat(&[&(v1.clone()).softmax(1), &y.clone()], 0).narrow(0, 1, 2))).tanh();
+            hs.push(((x.clone()).tanh()).tanh());
+        } else {
+            v1 = ((x.clone() * 1.00)).tanh();
+        }
     }
-    let Some(last) = hs.last().cloned() else { return (v1.clone(), v0.clone(), hs); };
-    v0 = (&last + ((((v0.clone()).softmax(1)).mean_all() * (x.clone()).sigmoid())).relu()).tanh();
-    let (mut v3, mut v4) = pair(&(mix(&(y.clone() * 1.25), &(x.clone() * 0.75))).sigmoid(), &v0);
-    (v3, v0) = (((((-(x.clone())).matmul(&m.w) + &m.b)).sigmoid()).tanh(), ((0.5 - ((v3.clone()).sum(1).unsqueeze(1) * y.clone()))).sigmoid());
-    let mut t5 = (((Tensor::cat(&[&v3.clone(), &v0.clone()], 0).narrow(0, 1, 2)).matmul(&m.w) + &m.b)).softmax(1);
-    bump(&mut v3, &t5);
-    let mut c6 = 0;
-    loop {
-        c6 += 1;
-        if c6 > n {
-            break;
+    let u3 = (((((x.clone() * 0.75)).softmax(1)).mean_all() * (((x.clone()).sum(1).unsqueeze(1) * v0.clone()) + -(x.clone())))).mean(0);
+    bump(&mut m.b, &u3);
+    (v1, _) = pair(&(r#y.clone()).relu(), &v1);
+    if (mix(&Tensor::cat(&[&(x.clone()).relu(), &(v1.clone() + x.clone())], 0).narrow(0, 1, 2), &((-(y.clone())).matmul(&m.w) + &m.b))).sum_all().item() > 0.3 {
+        let f4 = |t: &Tensor| (t * 0.50).tanh() + s * 0.1;
+    } else {
+        let mut c5 = 0;
+        while c5 < n {
+            c5 += 1;
+            v1 = (r#v0.clone()).tanh();
+            let mut v6 = ((v1.clone() + Tensor::cat(&[&r#v0.clone(), &(r#y.clone()).relu()], 0).narrow(0, 1, 2))).tanh();
         }
-        let mut q7 = P { w: m.w.clone(), b: ((((((y.clone()).softmax(1)).mean_all() * x.clone())).matmul(&m.w) + &m.b)).mean(0) };
-        q7.b = &q7.b * 0.5;
-        v3 = (v3.matmul(&q7.w) + &q7.b).tanh();
-        m.w = &m.w * 0.9 + (((((v3.clone()).softmax(1)).sum(1).unsqueeze(1) * -(x.clone())) + (v3.clone()).sigmoid())).t().matmul(&(((y.clone()).mean_all() * x.clone()) * 2.00)) * 0.01;
     }
-    let mut c8 = 0;
-    loop {
-        c8 += 1;
-        if c8 > n {
-            break;
-        }
-        let mut o9: Option<Tensor> = None;
-        if ((((((v4.clone()).softmax(1)).mean_all() * Tensor::cat(&[&x.clone(), &x.clone()], 0).narrow(0, 1, 2))).mean_all() * t5.clone())).mean_all().item() > 0.1 {
-            o9 = Some(v1.clone() * 0.5);
-        }
-        if let Some(b) = &o9 {
-            v1 = (b + &v1).tanh();
-        }
-        hs.push((v3.clone()).tanh());
+    if (v0.clone()).max_all().item() > 1.5 {
+        return (v0.clone(), v0.clone() * s, hs);
     }
-    (v0.clone(), v0.clone(), hs)
+    hs.push((((v0.clone()).sum(1).unsqueeze(1) * (x.clone()).sigmoid())).tanh());
+    let s7 = hs.last_mut().unwrap();
+    let mut t8 = ((Tensor::cat(&[&v0.clone(), &x.clone()], 0).narrow(0, 1, 2) * 1.75)).tanh();
+    let _ = format!("{n}");
+    *s7 = (&*s7 + &t8).sigmoid();
+    hs.push((Tensor::cat(&[&((0.5 - v0.clone())).tanh(), &((v0.clone()).sigmoid()).sigmoid()], 0).narrow(0, 1, 2)).tanh());
+    (t8.clone(), v0.clone(), hs)
 }
 
 #[janus(min_ops = 1, max_variants = 1)]
-pub fn f44(x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tensor, Vec<Tensor>) {
+pub fn f44(r#x: &Tensor, y: &Tensor, r#m: &mut P, n: usize, s: f64) -> (Tensor, Tensor, Vec<Tensor>) {
     let mut hs: Vec<Tensor> = Vec::new();
     let mut v0 = (x * s).tanh();
     let mut v1 = (y + &v0).sigmoid();
-    let mut v2 = hs.iter().fold(v0.clone(), |acc, h| (acc + h).tanh());
-    if ((((y.clone() * 1.25)).relu() + ((v2.clone()).relu()).softmax(1))).max_all().item() > 0.9 {
-        return (v1.clone(), v0.clone() * s, hs);
+    let mut v2 = ((((y.clone() * 0.75)).relu()).relu()).tanh();
+    let mut v3 = ((r#v0.clone()).relu()).tanh();
+    if (v3.clone()).max_all().item() > 0.5 {
+        return (v2.clone(), v2.clone() * s, hs);
     }
-    m.w = &m.w * 0.9 + ((x.clone()).sigmoid()).t().matmul(&(((v1.clone()).sum(1).unsqueeze(1) * v0.clone()) * 1.25)) * 0.01;
-    let f3 = |t: &Tensor| (t * 0.75).tanh() + s * 0.1;
-    if (((v0.clone()).tanh() * (((x.clone()).matmul(&m.w) + &m.b) + (v1.clone()).softmax(1)))).max_all().item() > 0.5 {
-        return (v1.clone(), v0.clone() * s, hs);
-    }
-    let f4 = |t: &Tensor| (t * x).tanh();
-    (v1.clone(), v2.clone(), hs)
+    (v1.clone(), v3.clone(), hs)
 }
 
 #[janus(min_ops = 1)]
-pub fn f45(x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tensor, Vec<Tensor>) {
+pub fn f45(x: &Tensor, r#y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tensor, Vec<Tensor>) {
     let mut hs: Vec<Tensor> = Vec::new();
     let mut v0 = (x * s).tanh();
     let mut v1 = (y + &v0).sigmoid();
-    let (mut v2, mut v3) = pair(&y.clone(), &v0);
-    v0 = ((0.5 - ((y.clone()).softmax(1) * 0.75))).tanh();
-    let (mut v4, mut v5) = pair(&(((x.clone() * 1.75)).mean_all() * ((v2.clone()).softmax(1)).softmax(1)), &v2);
-    let Some(last) = hs.last().cloned() else { return (v2.clone(), v2.clone(), hs); };
-    v1 = (&last + Tensor::cat(&[&-(x.clone()), &Tensor::cat(&[&((v4.clone()).mean_all() * x.clone()), &(v5.clone() * 1.00)], 0).narrow(0, 1, 2)], 0).narrow(0, 1, 2)).tanh();
-    (v5.clone(), v1.clone(), hs)
-}
-
-#[janus(min_ops = 1)]
-pub fn f46(x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tensor, Vec<Tensor>) {
-    let mut hs: Vec<Tensor> = Vec::new();
-    let mut v0 = (x * s).tanh();
-    let mut v1 = (y + &v0).sigmoid();
-    let mut t2 = ((((x.clone()).relu() * v0.clone())).matmul(&m.w) + &m.b);
-    bump(&mut v1, &t2);
-    if n % 2 == 0 {
-        if (y.clone()).max_all().item() > 0.5 {
-            return (v0.clone(), t2.clone() * s, hs);
-        }
-        if ((Tensor::cat(&[&((y.clone()).mean_all() * y.clone()), &(y.clone()).relu()], 0).narrow(0, 1, 2)).sigmoid()).max_all().item() > 0.9 {
-            return (t2.clone(), v1.clone() * s, hs);
-        }
-        let mut o3: Option<Tensor> = None;
-        if ((Tensor::cat(&[&(y.clone()).softmax(1), &mix(&y.clone(), &x.clone())], 0).narrow(0, 1, 2)).relu()).mean_all().item() > 0.1 {
-            o3 = Some(v0.clone() * 0.5);
-        }
-        if let Some(b) = &o3 {
-            v0 = (b + &v0).tanh();
-        }
-    }
-    let mut o4: Option<Tensor> = None;
-    if (mix(&(v1.clone()).relu(), &(y.clone()).tanh())).mean_all().item() > 0.1 {
-        o4 = Some(v1.clone() * 0.5);
-    }
-    if let Some(b) = &o4 {
-        v1 = (b + &v1).tanh();
-    }
-    let mut q5 = P { w: m.w.clone(), b: ((mix(&t2.clone(), &((v0.clone()).matmul(&m.w) + &m.b))).sigmoid()).mean(0) };
-    q5.b = &q5.b * 0.5;
-    v0 = (v0.matmul(&q5.w) + &q5.b).tanh();
-    if (((v1.clone()).sum(1).unsqueeze(1) * mix(&(t2.clone()).relu(), &((t2.clone()).matmul(&m.w) + &m.b)))).max_all().item() > 0.5 {
-        return (v1.clone(), v0.clone() * s, hs);
-    }
+    v1 = ((v0.clone()).relu()).tanh();
+    let t3 = ((0.5 - (-(x.clone())).sigmoid())).mean(0);
+    let s2 = &mut m.b;
+    let _ = format!("{n}");
+    *s2 = (&*s2 + &t3).tanh() * 0.5;
+    let mut v0 = ((Tensor::cat(&[&(v1.clone()).relu(), &mix(&x.clone(), &x.clone())], 0).narrow(0, 1, 2)).softmax(1)).tanh();
     (v1.clone(), v0.clone(), hs)
+}
+
+#[janus(min_ops = 1)]
+pub fn f46(r#x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tensor, Vec<Tensor>) {
+    let mut hs: Vec<Tensor> = Vec::new();
+    let mut v0 = (x * s).tanh();
+    let mut v1 = (y + &v0).sigmoid();
+    hs.push((((v1.clone()).tanh()).relu()).tanh());
+    v1 += (-((mix(&v0.clone(), &v1.clone())).tanh())) * 0.1;
+    let b3 = hs.is_empty();
+    let _ = format!("{n}");
+    let o4 = b3.then(|| (v1.clone()).tanh());
+    let mut v2 = o4.unwrap_or_else(|| hs[0].clone() * 0.5);
+    v1 = (Tensor::cat(&[&((mix(&v2.clone(), &y.clone())).mean_all() * (r#y.clone() * 1.75)), &v1.clone()], 0).narrow(0, 1, 2)).tanh();
+    (v1.clone(), v1.clone(), hs)
 }
 
 #[janus(min_ops = 1, max_variants = 1, dynamic(s))]
@@ -412,13 +323,20 @@ pub fn f47(x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tens
     let mut hs: Vec<Tensor> = Vec::new();
     let mut v0 = (x * s).tanh();
     let mut v1 = (y + &v0).sigmoid();
-    let mut v1 = (((mix(&((y.clone()).matmul(&m.w) + &m.b), &y.clone())).matmul(&m.w) + &m.b)).tanh();
-    if ((v0.clone() - (((0.5 - x.clone())).sum(1).unsqueeze(1) * y.clone()))).max_all().item() > 1.5 {
+    if (y.clone()).max_all().item() > 1.5 {
         return (v0.clone(), v1.clone() * s, hs);
     }
-    if (y.clone()).max_all().item() > 0.5 {
+    let u2 = ((v0.clone()).softmax(1)).mean(0);
+    bump(&mut m.b, &u2);
+    if ((0.5 - v1.clone())).max_all().item() > 0.5 {
+        return (v1.clone(), v1.clone() * s, hs);
+    }
+    if (Tensor::cat(&[&((y.clone()).softmax(1)).sigmoid(), &((x.clone()).matmul(&m.w) + &m.b)], 0).narrow(0, 1, 2)).max_all().item() > 0.9 {
+        return (v1.clone(), v1.clone() * s, hs);
+    }
+    let mut v0 = ((((x.clone()).softmax(1)).tanh()).tanh()).tanh();
+    if ((r#v0.clone()).tanh()).max_all().item() > 1.5 {
         return (v0.clone(), v0.clone() * s, hs);
     }
-    (v1, v0) = ((-(((v0.clone() + v1.clone()) * 0.75))).tanh(), (y.clone()).sigmoid());
-    (v1.clone(), v1.clone(), hs)
+    (v0.clone(), v0.clone(), hs)
 }

@@ -9,42 +9,64 @@ pub fn f48(x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tens
     let mut hs: Vec<Tensor> = Vec::new();
     let mut v0 = (x * s).tanh();
     let mut v1 = (y + &v0).sigmoid();
-    let mut c2 = 0;
-    while v1.abs().max_all().item() > 0.3 && c2 < 3 {
-        v1 = &v1 * 0.5 + Tensor::cat(&[&((Tensor::cat(&[&y.clone(), &v0.clone()], 0).narrow(0, 1, 2)).sum(1).unsqueeze(1) * ((v0.clone()).matmul(&m.w) + &m.b)), &(((v0.clone()).softmax(1)).mean_all() * ((v0.clone()).matmul(&m.w) + &m.b))], 0).narrow(0, 1, 2) * 0.01;
-        c2 += 1;
-    }
-    let mut v3 = ((0.5 - Tensor::cat(&[&(y.clone()).softmax(1), &(y.clone()).tanh()], 0).narrow(0, 1, 2))).tanh();
-    let mut c4 = 0;
-    loop {
-        c4 += 1;
-        if c4 > n {
-            break;
+    match n % 3 {
+        0 => v0 = ((Tensor::cat(&[&((v0.clone()).matmul(&m.w) + &m.b), &-(v1.clone())], 0).narrow(0, 1, 2)).sigmoid()).tanh(),
+        1 => {
+            let mut v2 = ((0.5 - mix(&mix(&y.clone(), &x.clone()), &(y.clone()).tanh()))).tanh();
+            v1 = ((0.5 - ((v1.clone()).relu()).relu())).tanh();
         }
-        let mut v5 = if n > 1 { ((((((y.clone()).sum(1).unsqueeze(1) * x.clone())).mean_all() * ((y.clone()).mean_all() * x.clone())) * 1.00)).tanh() } else { (v0.clone()).sigmoid() };
+        _ => {}
     }
-    let mut v6 = if n > 1 { (x.clone()).tanh() } else { (((0.5 - y.clone())).sigmoid()).sigmoid() };
-    let mut v7 = ((((v0.clone()).relu() * -(x.clone()))).tanh()).tanh();
-    let mut v8 = ((v6.clone() * ((v6.clone()).tanh()).tanh())).tanh();
-    let f9 = |t: &Tensor| (t * 0.50).tanh() + s * 0.1;
-    (v0.clone(), v7.clone(), hs)
+    let mut t3 = (0.5 - x.clone());
+    bump(&mut v0, &t3);
+    for i4 in 0..n {
+        let mut v5 = ((0.5 - y.clone())).tanh();
+        let mut v1 = (((-(x.clone())).relu()).sigmoid()).tanh();
+    }
+    let t7 = ((t3.clone() * ((v0.clone() * 1.25)).relu())).mean(0);
+    let s6 = &mut m.b;
+    let _ = format!("{n}");
+    *s6 = (&*s6 + &t7).tanh() * 0.5;
+    if n % 2 == 0 {
+        if (-(Tensor::cat(&[&(x.clone() * 2.00), &(v1.clone()).sigmoid()], 0).narrow(0, 1, 2))).max_all().item() > 1.5 {
+            return (v1.clone(), t3.clone() * s, hs);
+        }
+        if ((y.clone()).softmax(1)).max_all().item() > 1.5 {
+            return (v0.clone(), t3.clone() * s, hs);
+        }
+    }
+    if (mix(&(y.clone()).sigmoid(), &(((x.clone()).sigmoid()).sum(1).unsqueeze(1) * (r#v1.clone()).tanh()))).max_all().item() > 0.9 {
+        return (v0.clone(), t3.clone() * s, hs);
+    }
+    (t3.clone(), v0.clone(), hs)
 }
 
 #[janus(min_ops = 1, dynamic(s))]
-pub fn f49(x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tensor, Vec<Tensor>) {
+pub fn f49(x: &Tensor, y: &Tensor, m: &mut P, r#n: usize, r#s: f64) -> (Tensor, Tensor, Vec<Tensor>) {
     let mut hs: Vec<Tensor> = Vec::new();
     let mut v0 = (x * s).tanh();
     let mut v1 = (y + &v0).sigmoid();
-    if !hs.is_empty() {
-        v1 = (&hs[0] + mix(&x.clone(), &(Tensor::cat(&[&y.clone(), &x.clone()], 0).narrow(0, 1, 2)).relu())).tanh();
-        let k = hs.len() - 1;
-        hs[k] = (&hs[k] * 0.5).sigmoid();
+    match n % 3 {
+        0 => v0 = (((Tensor::cat(&[&v0.clone(), &y.clone()], 0).narrow(0, 1, 2)).sigmoid() * mix(&x.clone(), &x.clone()))).tanh(),
+        1 => {
+            v0 += (((((x.clone()).matmul(&m.w) + &m.b)).sigmoid()).relu()) * 0.1;
+        }
+        _ => {}
     }
-    if ((0.5 - (((v0.clone() * 1.25)).mean_all() * (x.clone()).relu()))).max_all().item() > 1.5 {
-        return (v0.clone(), v0.clone() * s, hs);
+    let mut c2 = 0;
+    while v1.abs().max_all().item() > 0.3 && c2 < 3 {
+        v1 = &v1 * 0.5 + ((((0.5 - x.clone())).softmax(1)).matmul(&m.w) + &m.b) * 0.01;
+        c2 += 1;
     }
-    decay(m);
-    (v1.clone(), v0.clone(), hs)
+    v0 = (-((((v1.clone()).softmax(1)).mean_all() * x.clone()))).tanh();
+    m.b = &m.b * 0.9 + (y.clone()).mean(0) * 0.1;
+    let b4 = hs.is_empty();
+    let _ = format!("{n}");
+    let f5 = |t: &Tensor| if b4 { t.tanh() } else { (t * &hs[0]).tanh() };
+    let mut v3 = f5(&(mix(&(v0.clone() * 1.75), &x.clone()) + r#v1.clone()));
+    let f6 = |t: &Tensor| (t * 0.25).tanh() + s * 0.1;
+    m.b = &m.b * 0.9 + ((v3.clone()).sigmoid()).mean(0) * 0.1;
+    (v0.clone(), v0.clone(), hs)
 }
 
 #[janus(min_ops = 1, max_variants = 1)]
@@ -52,16 +74,23 @@ pub fn f50(x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tens
     let mut hs: Vec<Tensor> = Vec::new();
     let mut v0 = (x * s).tanh();
     let mut v1 = (y + &v0).sigmoid();
-    let mut v2 = ((((v1.clone()).matmul(&m.w) + &m.b)).softmax(1)).tanh();
-    let mut q3 = P { w: m.w.clone(), b: (v1.clone()).mean(0) };
-    q3.b = &q3.b * 0.5;
-    v0 = (v0.matmul(&q3.w) + &q3.b).tanh();
-    let f4 = |t: &Tensor| (t * 0.25).tanh() + s * 0.1;
-    let f5 = |t: &Tensor| (t * x).tanh();
-    m.b = &m.b * 0.9 + (f4(&(y.clone()).relu())).mean(0) * 0.1;
-    v2 += ((((-(y.clone())).sum(1).unsqueeze(1) * (0.5 - y.clone())) * 1.75)) * 0.1;
-    let mut v6 = hs.iter().fold(y.clone(), |acc, h| (acc + h).tanh());
-    (v1.clone(), v6.clone(), hs)
+    hs.push(((Tensor::cat(&[&(0.5 - v0.clone()), &r#v0.clone()], 0).narrow(0, 1, 2)).relu()).tanh());
+    let (s2, r4) = hs.split_at_mut(1);
+    let s2 = &mut s2[0];
+    let mut t3 = (((y.clone()).sigmoid()).sigmoid()).tanh();
+    let _ = format!("{n}");
+    *s2 = (&*s2 + &t3).sigmoid();
+    if (-(v0.clone())).max_all().item() > 0.5 {
+        return (v0.clone(), v1.clone() * s, hs);
+    }
+    if (x.clone()).max_all().item() > 0.9 {
+        return (v1.clone(), t3.clone() * s, hs);
+    }
+    let mut v5 = ((((-(y.clone())).sum(1).unsqueeze(1) * ((v1.clone()).sum(1).unsqueeze(1) * t3.clone())) * 0.50)).tanh();
+    if (y.clone()).max_all().item() > 1.5 {
+        return (v0.clone(), v5.clone() * s, hs);
+    }
+    (v5.clone(), t3.clone(), hs)
 }
 
 #[janus(min_ops = 1)]
@@ -69,20 +98,18 @@ pub fn f51(x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tens
     let mut hs: Vec<Tensor> = Vec::new();
     let mut v0 = (x * s).tanh();
     let mut v1 = (y + &v0).sigmoid();
-    let mut v2 = (((0.5 - (x.clone()).relu()) * 0.50)).tanh();
-    let mut v3 = if n > 1 { (Tensor::cat(&[&(((x.clone()).mean_all() * v2.clone())).sigmoid(), &mix(&((x.clone()).matmul(&m.w) + &m.b), &(0.5 - v2.clone()))], 0).narrow(0, 1, 2)).tanh() } else { (((x.clone() * 1.25) * 1.50)).sigmoid() };
-    v1 = (Tensor::cat(&[&v1.clone(), &(((x.clone() * 1.75)).mean_all() * mix(&x.clone(), &v2.clone()))], 0).narrow(0, 1, 2)).tanh();
-    let mut o4: Option<Tensor> = None;
-    if (y.clone()).mean_all().item() > 0.1 {
-        o4 = Some(v0.clone() * 0.5);
+    if (((-(Tensor::cat(&[&v1.clone(), &r#y.clone()], 0).narrow(0, 1, 2))).sum(1).unsqueeze(1) * x.clone())).max_all().item() > 1.5 {
+        return (v0.clone(), v1.clone() * s, hs);
     }
-    if let Some(b) = &o4 {
-        v0 = (b + &v0).tanh();
+    let mut v2 = ((0.5 - mix(&(v1.clone()).softmax(1), &((y.clone()).sum(1).unsqueeze(1) * v1.clone())))).tanh();
+    let f3 = |t: &Tensor| (t * x).tanh();
+    if (((v2.clone() + ((v2.clone()).sum(1).unsqueeze(1) * y.clone()))).relu()).max_all().item() > 0.9 {
+        return (v2.clone(), v1.clone() * s, hs);
     }
-    m.b = &m.b * 0.9 + ((((v0.clone() * 0.25) * 1.75)).tanh()).mean(0) * 0.1;
-    v1 = (((v2.clone()).sum(1).unsqueeze(1) * (((y.clone()).relu()).matmul(&m.w) + &m.b))).tanh();
-    let f5 = |t: &Tensor| (t * x).tanh();
-    (v3.clone(), v0.clone(), hs)
+    if (((v2.clone()).matmul(&m.w) + &m.b)).max_all().item() > 0.9 {
+        return (v0.clone(), v0.clone() * s, hs);
+    }
+    (v1.clone(), v2.clone(), hs)
 }
 
 #[janus(min_ops = 1)]
@@ -90,92 +117,88 @@ pub fn f52(x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tens
     let mut hs: Vec<Tensor> = Vec::new();
     let mut v0 = (x * s).tanh();
     let mut v1 = (y + &v0).sigmoid();
-    match n % 3 {
-        0 => v0 = (x.clone()).tanh(),
-        1 => {
-            (v1, v0) = ((-(v1.clone())).tanh(), (((v1.clone()).softmax(1) * 0.75)).sigmoid());
-            let mut v1 = (((((x.clone()).sum(1).unsqueeze(1) * y.clone())).relu()).sigmoid()).tanh();
-        }
-        _ => {}
+    let mut t2 = -(v1.clone());
+    bump(&mut v0, &t2);
+    if (((((v1.clone()).mean_all() * v1.clone())).softmax(1) * 2.00)).max_all().item() > 0.9 {
+        return (t2.clone(), v0.clone() * s, hs);
     }
-    match n % 3 {
-        0 => v0 = (-(((x.clone()).mean_all() * -(v0.clone())))).tanh(),
-        1 => {
-            (v1, _) = pair(&(-((v1.clone()).sigmoid())).tanh(), &v1);
-            let mut v2 = (((((y.clone()).relu()).mean_all() * (0.5 - v1.clone()))).relu()).tanh();
-        }
-        _ => {}
+    if (-(((x.clone()).mean_all() * (v0.clone() + x.clone())))).max_all().item() > 0.5 {
+        return (t2.clone(), t2.clone() * s, hs);
     }
-    decay(m);
-    for i3 in 0..n {
-        v1 = &v1 * (1.0 / (i3 as f64 + 1.0));
-        let mut v4 = (((((x.clone()).sum(1).unsqueeze(1) * v1.clone())).sigmoid()).softmax(1)).tanh();
+    if !hs.is_empty() {
+        v0 = (&hs[0] + -(t2.clone())).tanh();
+        let k = hs.len() - 1;
+        hs[k] = (&hs[k] * 0.5).sigmoid();
     }
+    if (((y.clone()).mean_all() * ((r#x.clone()).sum(1).unsqueeze(1) * (y.clone()).relu()))).max_all().item() > 0.5 {
+        return (t2.clone(), v0.clone() * s, hs);
+    }
+    let f3 = |t: &Tensor| (t * 0.75).tanh() + s * 0.1;
+    hs.push((r#t2.clone()).tanh());
     (v1.clone(), v0.clone(), hs)
 }
 
 #[janus(min_ops = 1, max_variants = 1)]
-pub fn f53(x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tensor, Vec<Tensor>) {
+pub fn f53(r#x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tensor, Vec<Tensor>) {
     let mut hs: Vec<Tensor> = Vec::new();
     let mut v0 = (x * s).tanh();
     let mut v1 = (y + &v0).sigmoid();
-    m.w = &m.w * 0.9 + (x.clone()).t().matmul(&(((y.clone()).mean_all() * v0.clone())).sigmoid()) * 0.01;
-    let mut v2 = if n > 1 { (((((x.clone()).tanh() * 0.50)).mean_all() * v0.clone())).tanh() } else { ((((y.clone()).mean_all() * y.clone()) * 2.00)).sigmoid() };
-    let mut c3 = 0;
-    while v2.abs().max_all().item() > 0.3 && c3 < 3 {
-        v2 = &v2 * 0.5 + (((mix(&v2.clone(), &x.clone())).sum(1).unsqueeze(1) * x.clone())).tanh() * 0.01;
-        c3 += 1;
+    if (((Tensor::cat(&[&((v1.clone()).sum(1).unsqueeze(1) * v0.clone()), &(v0.clone() * 0.50)], 0).narrow(0, 1, 2)).mean_all() * v0.clone())).max_all().item() > 1.5 {
+        return (v1.clone(), v1.clone() * s, hs);
     }
-    let mut v4 = if n > 1 { (((((v1.clone()).relu()).relu()).mean_all() * y.clone())).tanh() } else { (x.clone()).sigmoid() };
-    let (mut v5, mut v6) = pair(&(v2.clone()).relu(), &v1);
-    if n % 2 == 0 {
-        decay(m);
-    }
-    (v6.clone(), v2.clone(), hs)
+    let mut t3 = (((mix(&(x.clone()).relu(), &(r#x.clone() * y.clone()))).sum(1).unsqueeze(1) * ((0.5 - v1.clone())).relu())).tanh();
+    let s2 = &mut v0;
+    let _ = format!("{n}");
+    *s2 = (&*s2 * 0.5 + &t3).tanh();
+    v0 += (t3.clone()) * 0.1;
+    hs.push((y.clone()).tanh());
+    v1 = (-(((v0.clone()).relu() * 1.00))).tanh();
+    (v1.clone(), v0.clone(), hs)
 }
 
 #[janus(min_ops = 1)]
-pub fn f54(x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tensor, Vec<Tensor>) {
+pub fn f54(x: &Tensor, y: &Tensor, r#m: &mut P, n: usize, s: f64) -> (Tensor, Tensor, Vec<Tensor>) {
     let mut hs: Vec<Tensor> = Vec::new();
     let mut v0 = (x * s).tanh();
     let mut v1 = (y + &v0).sigmoid();
-    let mut t2 = ((x.clone() - v1.clone())).relu();
-    bump(&mut v0, &t2);
-    let mut v1 = (y.clone()).tanh();
-    let mut c3 = 0;
-    loop {
-        c3 += 1;
-        if c3 > n {
-            break;
-        }
-        let (mut v4, mut v5) = pair(&(((v0.clone()).mean_all() * (t2.clone()).sigmoid())).relu(), &v1);
-        v5 = ((((((v0.clone()).mean_all() * v1.clone())).sum(1).unsqueeze(1) * (0.5 - v4.clone()))).softmax(1)).tanh();
+    if (x.clone()).max_all().item() > 0.5 {
+        return (v1.clone(), v1.clone() * s, hs);
     }
-    let mut v6 = {
-        let t = (-(-((t2.clone()).softmax(1)))).tanh();
-        &t * 0.5 + t.sigmoid()
-    };
-    let f7 = |t: &Tensor| (t * 0.25).tanh() + s * 0.1;
-    v0 += ((0.5 - (y.clone()).softmax(1))) * 0.1;
+    if (y.clone()).max_all().item() > 0.9 {
+        return (v1.clone(), v0.clone() * s, hs);
+    }
+    let mut t2 = -((0.5 - r#v0.clone()));
+    bump(&mut v1, &t2);
+    match n % 3 {
+        0 => v1 = ((((t2.clone()).softmax(1)).relu()).sigmoid()).tanh(),
+        1 => {
+            m.w = &m.w * 0.9 + (y.clone()).t().matmul(&r#x.clone()) * 0.01;
+        }
+        _ => {}
+    }
+    let mut v0 = (((((0.5 - v1.clone())).softmax(1)).sum(1).unsqueeze(1) * (Tensor::cat(&[&y.clone(), &v1.clone()], 0).narrow(0, 1, 2) * 0.25))).tanh();
+    if ((0.5 - ((y.clone()).relu()).softmax(1))).max_all().item() > 1.5 {
+        return (t2.clone(), v1.clone() * s, hs);
+    }
+    let mut c3 = 0;
+    while t2.abs().max_all().item() > 0.3 && c3 < 3 {
+        t2 = &t2 * 0.5 + ((((y.clone()).sigmoid() * 1.75)).matmul(&m.w) + &m.b) * 0.01;
+        c3 += 1;
+    }
     (t2.clone(), t2.clone(), hs)
 }
 
 #[janus(min_ops = 1)]
-pub fn f55(x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tensor, Vec<Tensor>) {
+pub fn f55(x: &Tensor, r#y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tensor, Vec<Tensor>) {
     let mut hs: Vec<Tensor> = Vec::new();
     let mut v0 = (x * s).tanh();
     let mut v1 = (y + &v0).sigmoid();
-    for i2 in 0..n {
-        decay(m);
-        let mut v3 = if n > 1 { (((((y.clone()).matmul(&m.w) + &m.b)).sigmoid() - (Tensor::cat(&[&y.clone(), &y.clone()], 0).narrow(0, 1, 2)).softmax(1))).tanh() } else { (((v0.clone()).sigmoid() + (y.clone()).relu())).sigmoid() };
+    hs.push((x.clone()).tanh());
+    m.b = &m.b * 0.9 + ((y.clone()).relu()).mean(0) * 0.1;
+    v1 = (((Tensor::cat(&[&v0.clone(), &v1.clone()], 0).narrow(0, 1, 2)).relu() * 1.50)).tanh();
+    if (y.clone()).max_all().item() > 0.5 {
+        return (v1.clone(), v0.clone() * s, hs);
     }
-    if !hs.is_empty() {
-        v0 = (&hs[0] + (y.clone()).softmax(1)).tanh();
-        let k = hs.len() - 1;
-        hs[k] = (&hs[k] * 0.5).sigmoid();
-    }
-    (v0, v1) = ((Tensor::cat(&[&((v0.clone()).mean_all() * -(x.clone())), &v0.clone()], 0).narrow(0, 1, 2)).tanh(), (((v1.clone() * y.clone())).sigmoid()).sigmoid());
-    let f4 = |t: &Tensor| (t * 1.00).tanh() + s * 0.1;
     (v0.clone(), v0.clone(), hs)
 }
 
@@ -184,110 +207,113 @@ pub fn f56(x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tens
     let mut hs: Vec<Tensor> = Vec::new();
     let mut v0 = (x * s).tanh();
     let mut v1 = (y + &v0).sigmoid();
-    let mut o2: Option<Tensor> = None;
-    if (((-((y.clone()).relu())).sum(1).unsqueeze(1) * mix(&(v1.clone()).relu(), &(y.clone() * 1.00)))).mean_all().item() > 0.1 {
-        o2 = Some(v1.clone() * 0.5);
+    if (y.clone()).max_all().item() > 1.5 {
+        return (v1.clone(), v0.clone() * s, hs);
     }
-    if let Some(b) = &o2 {
-        v1 = (b + &v1).tanh();
+    let f2 = |t: &Tensor| (t * 0.50).tanh() + s * 0.1;
+    if (v0.clone()).max_all().item() > 1.5 {
+        return (v0.clone(), v0.clone() * s, hs);
     }
-    let mut c3 = 0;
-    while v0.abs().max_all().item() > 0.3 && c3 < 3 {
-        v0 = &v0 * 0.5 + v1.clone() * 0.01;
-        c3 += 1;
-    }
-    let mut v4 = hs.iter().fold(v1.clone(), |acc, h| (acc + h).tanh());
-    let mut c5 = 0;
-    while c5 < n {
-        c5 += 1;
-        let mut v6 = if n > 1 { (y.clone()).tanh() } else { (v4.clone()).sigmoid() };
-        for i7 in 0..n {
-            m.w = &m.w * 0.9 + (mix(&v0.clone(), &(0.5 - (x.clone() * 0.75)))).t().matmul(&x.clone()) * 0.01;
-        }
-    }
-    (v0.clone(), v4.clone(), hs)
-}
-
-#[janus(min_ops = 1)]
-pub fn f57(x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tensor, Vec<Tensor>) {
-    let mut hs: Vec<Tensor> = Vec::new();
-    let mut v0 = (x * s).tanh();
-    let mut v1 = (y + &v0).sigmoid();
-    let f2 = |t: &Tensor| (t * x).tanh();
-    let mut v3 = (f2(&y.clone())).tanh();
-    if ((((v1.clone()).sigmoid()).matmul(&m.w) + &m.b)).max_all().item() > 0.9 {
+    if (v1.clone()).max_all().item() > 1.5 {
         return (v0.clone(), v1.clone() * s, hs);
     }
-    let mut v4 = {
-        let t = (x.clone()).tanh();
-        &t * 0.5 + t.sigmoid()
-    };
-    if ((((0.5 - ((y.clone()).matmul(&m.w) + &m.b))).matmul(&m.w) + &m.b)).max_all().item() > 0.9 {
-        return (v0.clone(), v1.clone() * s, hs);
+    if (v0.clone()).max_all().item() > 0.9 {
+        return (v1.clone(), v0.clone() * s, hs);
     }
-    v0 += (((((x.clone()).sum(1).unsqueeze(1) * v3.clone())).softmax(1)).tanh()) * 0.1;
-    (v0.clone(), v4.clone(), hs)
-}
-
-#[janus(min_ops = 1)]
-pub fn f58(x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tensor, Vec<Tensor>) {
-    let mut hs: Vec<Tensor> = Vec::new();
-    let mut v0 = (x * s).tanh();
-    let mut v1 = (y + &v0).sigmoid();
-    let mut v0 = (mix(&((0.5 - y.clone())).sigmoid(), &x.clone())).tanh();
-    let f2 = |t: &Tensor| (t * 1.00).tanh() + s * 0.1;
-    std::mem::swap(&mut v0, &mut v1);
-    let mut v3 = {
-        let t = (Tensor::cat(&[&(0.5 - f2(&y.clone())), &(Tensor::cat(&[&v1.clone(), &v0.clone()], 0).narrow(0, 1, 2)).relu()], 0).narrow(0, 1, 2)).tanh();
-        &t * 0.5 + t.sigmoid()
-    };
     (v0.clone(), v1.clone(), hs)
 }
 
-#[janus(min_ops = 1, max_variants = 1)]
-pub fn f59(x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tensor, Vec<Tensor>) {
+#[janus(min_ops = 1)]
+pub fn f57(x: &Tensor, r#y: &Tensor, m: &mut P, n: usize, r#s: f64) -> (Tensor, Tensor, Vec<Tensor>) {
     let mut hs: Vec<Tensor> = Vec::new();
     let mut v0 = (x * s).tanh();
     let mut v1 = (y + &v0).sigmoid();
-    let mut o2: Option<Tensor> = None;
-    if ((((mix(&x.clone(), &y.clone())).matmul(&m.w) + &m.b)).relu()).mean_all().item() > 0.1 {
-        o2 = Some(v1.clone() * 0.5);
+    let f2 = |t: &Tensor| (t * 1.00).tanh() + s * 0.1;
+    if ((((x.clone()).matmul(&m.w) + &m.b) * 1.50)).max_all().item() > 1.5 {
+        return (v0.clone(), v0.clone() * s, hs);
     }
-    if let Some(b) = &o2 {
-        v1 = (b + &v1).tanh();
+    let mut v3 = (Tensor::cat(&[&(-(y.clone())).tanh(), &Tensor::cat(&[&f2(&x.clone()), &mix(&x.clone(), &v0.clone())], 0).narrow(0, 1, 2)], 0).narrow(0, 1, 2)).tanh();
+    if (((0.5 - r#v3.clone())).sigmoid()).max_all().item() > 0.5 {
+        return (v3.clone(), v0.clone() * s, hs);
     }
-    hs.push(((x.clone()).tanh()).tanh());
-    let mut v3 = (y.clone()).tanh();
-    (v0.clone(), v3.clone(), hs)
+    let mut v0 = ((0.5 - -(f2(&y.clone())))).tanh();
+    if (y.clone()).max_all().item() > 1.5 {
+        return (v1.clone(), v0.clone() * s, hs);
+    }
+    (v0.clone(), v0.clone(), hs)
 }
 
 #[janus(min_ops = 1)]
-pub fn f60(x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tensor, Vec<Tensor>) {
+pub fn f58(x: &Tensor, y: &Tensor, r#m: &mut P, n: usize, s: f64) -> (Tensor, Tensor, Vec<Tensor>) {
     let mut hs: Vec<Tensor> = Vec::new();
     let mut v0 = (x * s).tanh();
     let mut v1 = (y + &v0).sigmoid();
-    (v0, _) = pair(&v0.clone(), &v0);
+    let mut r#type = (((x.clone()).mean_all() * -((v1.clone()).sigmoid()))).tanh();
+    if !hs.is_empty() {
+        r#type = (&hs[0] + (((0.5 - y.clone())).sum(1).unsqueeze(1) * (((0.5 - v1.clone())).sum(1).unsqueeze(1) * r#y.clone()))).tanh();
+        let k = hs.len() - 1;
+        hs[k] = (&hs[k] * 0.5).sigmoid();
+    }
+    r#type = (v0.clone()).tanh();
     let mut c2 = 0;
     while c2 < n {
         c2 += 1;
-        if n % 2 == 0 {
-            let (mut v3, mut v4) = pair(&v0.clone(), &v0);
-            hs.push((((((y.clone()).sigmoid()).sum(1).unsqueeze(1) * v3.clone()) * 0.25)).tanh());
-        }
-        if (((x.clone()).matmul(&m.w) + &m.b)).sum_all().item() > -0.2 {
-            m.b = &m.b * 0.9 + (v0.clone()).mean(0) * 0.1;
-            let mut t5 = (0.5 - (Tensor::cat(&[&x.clone(), &x.clone()], 0).narrow(0, 1, 2) + y.clone()));
-            bump(&mut v0, &t5);
-        } else {
-            let (mut v6, mut v7) = pair(&((((x.clone()).softmax(1)).softmax(1)).mean_all() * (((y.clone()).mean_all() * y.clone()) * 2.00)), &v0);
+        m.b = &m.b * 0.9 + (Tensor::cat(&[&(((v0.clone()).softmax(1)).sum(1).unsqueeze(1) * (v0.clone()).softmax(1)), &(0.5 - (r#x.clone() * v1.clone()))], 0).narrow(0, 1, 2)).mean(0) * 0.1;
+    }
+    let mut v3 = (Tensor::cat(&[&((((y.clone()).mean_all() * r#v0.clone())).matmul(&m.w) + &m.b), &mix(&x.clone(), &((v1.clone()).mean_all() * r#type.clone()))], 0).narrow(0, 1, 2)).tanh();
+    (r#type.clone(), v3.clone(), hs)
+}
+
+#[janus(min_ops = 1, max_variants = 1)]
+pub fn f59(x: &Tensor, y: &Tensor, m: &mut P, n: usize, r#s: f64) -> (Tensor, Tensor, Vec<Tensor>) {
+    let mut hs: Vec<Tensor> = Vec::new();
+    let mut v0 = (x * s).tanh();
+    let mut v1 = (y + &v0).sigmoid();
+    hs.push((((v1.clone()).matmul(&m.w) + &m.b)).tanh());
+    let mut c2 = 0;
+    while c2 < n {
+        c2 += 1;
+        v0 += (((((((y.clone()).matmul(&m.w) + &m.b)).mean_all() * ((y.clone()).mean_all() * y.clone()))).matmul(&m.w) + &m.b)) * 0.1;
+        let mut c3 = 0;
+        while c3 < n {
+            c3 += 1;
+            m.b = &m.b * 0.9 + (v1.clone()).mean(0) * 0.1;
+            let mut t4 = (r#v0.clone() + (((v0.clone() * 1.25)).matmul(&m.w) + &m.b));
+            bump(&mut v0, &t4);
         }
     }
-    let mut c8 = 0;
-    while c8 < n {
-        c8 += 1;
-        m.b = &m.b * 0.9 + (((-(((x.clone()).sum(1).unsqueeze(1) * x.clone()))).matmul(&m.w) + &m.b)).mean(0) * 0.1;
+    let (mut v5, mut v6) = pair(&((((((r#y.clone()).mean_all() * v1.clone())).mean_all() * y.clone())).sum(1).unsqueeze(1) * v1.clone()), &v0);
+    let t8 = ((y.clone() + (mix(&v5.clone(), &v1.clone())).relu())).mean(0);
+    let s7 = &mut m.b;
+    let _ = format!("{n}");
+    *s7 = (&*s7 + &t8).tanh() * 0.5;
+    if !hs.is_empty() {
+        v1 = (&hs[0] + Tensor::cat(&[&-(-(v5.clone())), &(Tensor::cat(&[&y.clone(), &y.clone()], 0).narrow(0, 1, 2)).relu()], 0).narrow(0, 1, 2)).tanh();
+        let k = hs.len() - 1;
+        hs[k] = (&hs[k] * 0.5).sigmoid();
     }
-    (v1.clone(), v1.clone(), hs)
+    (v1.clone(), v6.clone(), hs)
+}
+
+#[janus(min_ops = 1)]
+pub fn f60(x: &Tensor, y: &Tensor, m: &mut P, n: usize, r#s: f64) -> (Tensor, Tensor, Vec<Tensor>) {
+    let mut hs: Vec<Tensor> = Vec::new();
+    let mut v0 = (x * s).tanh();
+    let mut v1 = (y + &v0).sigmoid();
+    if (((v0.clone()).softmax(1) * 0.75)).max_all().item() > 0.9 {
+        return (v0.clone(), v0.clone() * s, hs);
+    }
+    let mut t3 = ((((((y.clone() * 1.50)).matmul(&m.w) + &m.b)).mean_all() * x.clone())).tanh();
+    let s2 = &mut r#v1;
+    let _ = format!("{n}");
+    *s2 = (&*s2 * 0.5 + &t3).tanh();
+    let mut c4 = 0;
+    while v1.abs().max_all().item() > 0.3 && c4 < 3 {
+        v1 = &v1 * 0.5 + Tensor::cat(&[&(-(y.clone())).softmax(1), &mix(&v0.clone(), &((v0.clone()).matmul(&m.w) + &m.b))], 0).narrow(0, 1, 2) * 0.01;
+        c4 += 1;
+    }
+    (t3, _) = pair(&(((((y.clone()).tanh()).mean_all() * (y.clone() * 0.25))).mean_all() * (((x.clone()).matmul(&m.w) + &m.b) * 2.00)), &t3);
+    (v0.clone(), v1.clone(), hs)
 }
 
 #[janus(min_ops = 1)]
@@ -295,18 +321,37 @@ pub fn f61(x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tens
     let mut hs: Vec<Tensor> = Vec::new();
     let mut v0 = (x * s).tanh();
     let mut v1 = (y + &v0).sigmoid();
-    v0 = (v1.clone()).tanh();
-    if (y.clone()).max_all().item() > 0.9 {
-        return (v0.clone(), v1.clone() * s, hs);
+    let mut q2 = P { w: m.w.clone(), b: (r#y.clone()).mean(0) };
+    q2.b = &q2.b * 0.5;
+    v1 = (v1.matmul(&q2.w) + &q2.b).tanh();
+    let mut c3 = 0;
+    while v0.abs().max_all().item() > 0.3 && c3 < 3 {
+        v0 = &v0 * 0.5 + mix(&y.clone(), &v0.clone()) * 0.01;
+        c3 += 1;
     }
-    if (-((v0.clone()).softmax(1))).max_all().item() > 0.9 {
-        return (v1.clone(), v0.clone() * s, hs);
+    if ((mix(&(y.clone()).softmax(1), &(0.5 - v1.clone()))).relu()).sum_all().item() > -0.2 {
+        hs.push((v1.clone()).tanh());
+        if ((((0.5 - (v0.clone()).softmax(1))).mean_all() * -((x.clone() - x.clone())))).max_all().item() > 1.5 {
+            return (v1.clone(), v1.clone() * s, hs);
+        }
+        if !hs.is_empty() {
+            v1 = (&hs[0] + (y.clone() * v0.clone())).tanh();
+            let k = hs.len() - 1;
+            hs[k] = (&hs[k] * 0.5).sigmoid();
+        }
+    } else {
+        let mut c4 = 0;
+        while c4 < n {
+            c4 += 1;
+            let mut t5 = mix(&((y.clone()).mean_all() * (y.clone()).softmax(1)), &((v1.clone()).matmul(&m.w) + &m.b));
+            bump(&mut v1, &t5);
+            let mut v0 = (-(x.clone())).tanh();
+        }
     }
-    v1 = (v1.clone()).tanh();
-    if (((0.5 - y.clone())).tanh()).max_all().item() > 1.5 {
-        return (v0.clone(), v1.clone() * s, hs);
-    }
-    (v0.clone(), v0.clone(), hs)
+    let u6 = (r#x.clone()).mean(0);
+    bump(&mut m.b, &u6);
+    let f7 = |t: &Tensor| (t * x).tanh();
+    (v1.clone(), v1.clone(), hs)
 }
 
 #[janus(min_ops = 1, max_variants = 1)]
@@ -314,26 +359,40 @@ pub fn f62(x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tens
     let mut hs: Vec<Tensor> = Vec::new();
     let mut v0 = (x * s).tanh();
     let mut v1 = (y + &v0).sigmoid();
-    v1 += (((((v1.clone() * 1.25) - (0.5 - v0.clone()))).sum(1).unsqueeze(1) * mix(&((v0.clone()).mean_all() * v1.clone()), &(v0.clone() * 1.50)))) * 0.1;
-    hs.push((x.clone()).tanh());
-    let f2 = |t: &Tensor| (t * 0.75).tanh() + s * 0.1;
-    if n % 2 == 0 {
-        std::mem::swap(&mut v0, &mut v1);
-        let mut v3 = ((-((x.clone() * 1.50))).tanh()).tanh();
+    let mut c2 = 0;
+    while c2 < n {
+        c2 += 1;
+        (v0, v1) = ((x.clone()).tanh(), (y.clone()).sigmoid());
     }
-    decay(m);
-    v1 = (((Tensor::cat(&[&v1.clone(), &x.clone()], 0).narrow(0, 1, 2)).sigmoid() * y.clone())).tanh();
-    (v0.clone(), v1.clone(), hs)
+    match n % 3 {
+        0 => v1 = (-(((x.clone() + r#v1.clone())).softmax(1))).tanh(),
+        1 => {
+            hs.push((x.clone()).tanh());
+        }
+        _ => {}
+    }
+    v1 += ((mix(&v0.clone(), &(v1.clone() * 0.75))).tanh()) * 0.1;
+    (v1.clone(), v1.clone(), hs)
 }
 
 #[janus(min_ops = 1, dynamic(s))]
-pub fn f63(x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tensor, Vec<Tensor>) {
+pub fn f63(x: &Tensor, y: &Tensor, m: &mut P, n: usize, r#s: f64) -> (Tensor, Tensor, Vec<Tensor>) {
     let mut hs: Vec<Tensor> = Vec::new();
     let mut v0 = (x * s).tanh();
     let mut v1 = (y + &v0).sigmoid();
-    let (mut v2, mut v3) = pair(&Tensor::cat(&[&(x.clone() - (v0.clone()).sigmoid()), &v0.clone()], 0).narrow(0, 1, 2), &v1);
-    let f4 = |t: &Tensor| (t * y).tanh();
-    (v1, v3) = ((-(((0.5 - v2.clone()) * 1.50))).tanh(), ((0.5 - (x.clone() * 0.75))).sigmoid());
-    v1 = (x.clone()).tanh();
-    (v0.clone(), v0.clone(), hs)
+    let mut t3 = (x.clone()).tanh();
+    let s2 = &mut v0;
+    let _ = format!("{n}");
+    *s2 = (&*s2 * 0.5 + &t3).tanh();
+    (v0, _) = pair(&((((((t3.clone()).sum(1).unsqueeze(1) * v1.clone())).sum(1).unsqueeze(1) * v1.clone())).matmul(&m.w) + &m.b), &v0);
+    let mut q4 = P { w: m.w.clone(), b: (((v1.clone()).softmax(1)).softmax(1)).mean(0) };
+    q4.b = &q4.b * 0.5;
+    t3 = (t3.matmul(&q4.w) + &q4.b).tanh();
+    let mut v5 = (((((v0.clone()).sum(1).unsqueeze(1) * ((r#x.clone()).sum(1).unsqueeze(1) * y.clone()))).sum(1).unsqueeze(1) * (Tensor::cat(&[&r#x.clone(), &v0.clone()], 0).narrow(0, 1, 2)).relu())).tanh();
+    let mut r#in = ((-(y.clone()) + y.clone())).tanh();
+    let t7 = (v1.clone()).mean(0);
+    let s6 = &mut m.b;
+    let _ = format!("{n}");
+    *s6 = (&*s6 + &t7).tanh() * 0.5;
+    (r#in.clone(), v5.clone(), hs)
 }

@@ -5,21 +5,22 @@ use super::super::{P, bump, decay, mix, pair};
 use janus::prelude::*;
 
 #[janus(min_ops = 1)]
-pub fn f64(x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tensor, Vec<Tensor>) {
+pub fn f64(x: &Tensor, y: &Tensor, m: &mut P, r#n: usize, s: f64) -> (Tensor, Tensor, Vec<Tensor>) {
     let mut hs: Vec<Tensor> = Vec::new();
     let mut v0 = (x * s).tanh();
     let mut v1 = (y + &v0).sigmoid();
-    m.w = &m.w * 0.9 + (-(x.clone())).t().matmul(&-((0.5 - x.clone()))) * 0.01;
-    let mut q2 = P { w: m.w.clone(), b: ((Tensor::cat(&[&v0.clone(), &-(v1.clone())], 0).narrow(0, 1, 2)).tanh()).mean(0) };
-    q2.b = &q2.b * 0.5;
-    v1 = (v1.matmul(&q2.w) + &q2.b).tanh();
-    if !hs.is_empty() {
-        v1 = (&hs[0] + Tensor::cat(&[&((v0.clone()).sigmoid()).sigmoid(), &y.clone()], 0).narrow(0, 1, 2)).tanh();
-        let k = hs.len() - 1;
-        hs[k] = (&hs[k] * 0.5).sigmoid();
+    if (-((0.5 - Tensor::cat(&[&x.clone(), &v0.clone()], 0).narrow(0, 1, 2)))).max_all().item() > 0.5 {
+        return (v1.clone(), v1.clone() * s, hs);
     }
-    m.b = &m.b * 0.9 + (-((((y.clone()).tanh()).mean_all() * ((v0.clone()).matmul(&m.w) + &m.b)))).mean(0) * 0.1;
-    (v0.clone(), v1.clone(), hs)
+    let mut v2 = (Tensor::cat(&[&-(v1.clone()), &mix(&((r#y.clone()).mean_all() * v1.clone()), &((y.clone()).mean_all() * y.clone()))], 0).narrow(0, 1, 2)).tanh();
+    let u3 = ((mix(&x.clone(), &(v2.clone()).softmax(1)) - (mix(&v0.clone(), &r#x.clone())).sigmoid())).mean(0);
+    bump(&mut m.b, &u3);
+    let mut v4 = hs.iter().fold(((0.5 - (0.5 - v0.clone())) * 0.75), |acc, h| (acc + h).tanh());
+    let mut v5 = (((mix(&(x.clone()).tanh(), &v4.clone())).mean_all() * ((0.5 - x.clone())).relu())).tanh();
+    if (((r#v5.clone()).mean_all() * (-(x.clone())).sigmoid())).max_all().item() > 0.9 {
+        return (v5.clone(), v5.clone() * s, hs);
+    }
+    (v1.clone(), v1.clone(), hs)
 }
 
 #[janus(min_ops = 1, max_variants = 1)]
@@ -27,51 +28,57 @@ pub fn f65(x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tens
     let mut hs: Vec<Tensor> = Vec::new();
     let mut v0 = (x * s).tanh();
     let mut v1 = (y + &v0).sigmoid();
-    let mut q2 = P { w: m.w.clone(), b: (v1.clone()).mean(0) };
-    q2.b = &q2.b * 0.5;
-    v1 = (v1.matmul(&q2.w) + &q2.b).tanh();
-    let mut v3 = {
-        let t = (x.clone()).tanh();
-        &t * 0.5 + t.sigmoid()
-    };
-    if (((((y.clone()).matmul(&m.w) + &m.b)).sum(1).unsqueeze(1) * (Tensor::cat(&[&v1.clone(), &y.clone()], 0).narrow(0, 1, 2) + ((v3.clone()).matmul(&m.w) + &m.b)))).sum_all().item() > -0.2 {
-        let mut t4 = y.clone();
-        bump(&mut v0, &t4);
-        let mut q5 = P { w: m.w.clone(), b: (y.clone()).mean(0) };
-        q5.b = &q5.b * 0.5;
-        v1 = (v1.matmul(&q5.w) + &q5.b).tanh();
-    } else {
-        m.w = &m.w * 0.9 + ((mix(&(x.clone()).softmax(1), &x.clone())).relu()).t().matmul(&(0.5 - y.clone())) * 0.01;
-    }
     if n % 2 == 0 {
-        let mut v6 = if n > 1 { (((mix(&v0.clone(), &v1.clone())).relu()).relu()).tanh() } else { (((y.clone() * 1.75)).sigmoid()).sigmoid() };
-        if n % 2 == 0 {
-            let mut v7 = (y.clone()).tanh();
-            hs.push((v7.clone()).tanh());
+        for i2 in 0..n {
+            v0 += (((Tensor::cat(&[&((v1.clone()).matmul(&m.w) + &m.b), &x.clone()], 0).narrow(0, 1, 2)).matmul(&m.w) + &m.b)) * 0.1;
+            hs.push(((((((x.clone()).matmul(&m.w) + &m.b)).sum(1).unsqueeze(1) * mix(&y.clone(), &x.clone()))).sigmoid()).tanh());
+            v1 = ((0.5 - r#y.clone())).tanh();
+        }
+        let t4 = ((y.clone()).tanh()).mean(0);
+        let s3 = &mut m.b;
+        let _ = format!("{n}");
+        *s3 = (&*s3 + &t4).tanh() * 0.5;
+        if ((((y.clone()).relu()).relu()).tanh()).sum_all().item() > 0.0 {
+            (v1, v0) = ((((((y.clone() * 0.75)).sigmoid()).matmul(&m.w) + &m.b)).tanh(), (((v1.clone()).softmax(1)).tanh()).sigmoid());
+        } else {
+            m.w = &m.w * 0.9 + (((v0.clone()).matmul(&m.w) + &m.b)).t().matmul(&((x.clone() * 0.75)).relu()) * 0.01;
+            v0 = (Tensor::cat(&[&(0.5 - x.clone()), &(Tensor::cat(&[&x.clone(), &v1.clone()], 0).narrow(0, 1, 2)).softmax(1)], 0).narrow(0, 1, 2)).tanh();
         }
     }
-    let mut v8 = hs.iter().fold((Tensor::cat(&[&(0.5 - v0.clone()), &(v0.clone()).sigmoid()], 0).narrow(0, 1, 2)).sigmoid(), |acc, h| (acc + h).tanh());
-    let Some(last) = hs.last().cloned() else { return (v3.clone(), v1.clone(), hs); };
-    v8 = (&last + (0.5 - (0.5 - v3.clone()))).tanh();
-    (v8.clone(), v1.clone(), hs)
+    let mut r#impl = (v1.clone()).tanh();
+    if ((-((r#y.clone()).sigmoid())).sigmoid()).max_all().item() > 1.5 {
+        return (v1.clone(), r#impl.clone() * s, hs);
+    }
+    let mut q5 = P { w: m.w.clone(), b: ((r#impl.clone()).tanh()).mean(0) };
+    q5.b = &q5.b * 0.5;
+    v1 = (v1.matmul(&q5.w) + &q5.b).tanh();
+    (v1.clone(), v1.clone(), hs)
 }
 
 #[janus(min_ops = 1)]
-pub fn f66(x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tensor, Vec<Tensor>) {
+pub fn f66(x: &Tensor, y: &Tensor, r#m: &mut P, n: usize, s: f64) -> (Tensor, Tensor, Vec<Tensor>) {
     let mut hs: Vec<Tensor> = Vec::new();
     let mut v0 = (x * s).tanh();
     let mut v1 = (y + &v0).sigmoid();
-    v1 += (((((((v1.clone()).sum(1).unsqueeze(1) * v1.clone())).matmul(&m.w) + &m.b)).mean_all() * v1.clone())) * 0.1;
-    let f2 = |t: &Tensor| (t * y).tanh();
-    let mut v3 = if n > 1 { (((y.clone()).matmul(&m.w) + &m.b)).tanh() } else { ((Tensor::cat(&[&y.clone(), &v1.clone()], 0).narrow(0, 1, 2) - (v0.clone()).sigmoid())).sigmoid() };
-    let f4 = |t: &Tensor| (t * 0.50).tanh() + s * 0.1;
-    let mut v5 = {
-        let t = (((((0.5 - y.clone()) * 1.25)).sum(1).unsqueeze(1) * Tensor::cat(&[&v3.clone(), &(x.clone()).relu()], 0).narrow(0, 1, 2))).tanh();
-        &t * 0.5 + t.sigmoid()
-    };
-    let (mut v6, mut v7) = pair(&(0.5 - ((f2(&v1.clone())).matmul(&m.w) + &m.b)), &v0);
-    let f8 = |t: &Tensor| (t * 0.50).tanh() + s * 0.1;
-    (v5.clone(), v5.clone(), hs)
+    if (((r#v1.clone()).sum(1).unsqueeze(1) * y.clone())).max_all().item() > 0.5 {
+        return (v0.clone(), v1.clone() * s, hs);
+    }
+    hs.push((v0.clone()).tanh());
+    let s2 = &mut hs[0];
+    let mut t3 = (y.clone()).tanh();
+    let _ = format!("{n}");
+    *s2 = (&*s2 + &t3).sigmoid();
+    for i4 in 0..n {
+        if (Tensor::cat(&[&v0.clone(), &t3.clone()], 0).narrow(0, 1, 2)).sum_all().item() > 0.4 {
+            continue;
+        }
+        let mut q5 = P { w: m.w.clone(), b: ((((0.5 - y.clone()) * 0.50) * mix(&v1.clone(), &(x.clone() + r#v0.clone())))).mean(0) };
+        q5.b = &q5.b * 0.5;
+        v1 = (v1.matmul(&q5.w) + &q5.b).tanh();
+    }
+    m.b = &m.b * 0.9 + (v0.clone()).mean(0) * 0.1;
+    let mut v6 = hs.iter().fold((Tensor::cat(&[&((v0.clone()).sum(1).unsqueeze(1) * y.clone()), &v0.clone()], 0).narrow(0, 1, 2)).tanh(), |acc, h| (acc + h).tanh());
+    (v0.clone(), v1.clone(), hs)
 }
 
 #[janus(min_ops = 1)]
@@ -79,31 +86,36 @@ pub fn f67(x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tens
     let mut hs: Vec<Tensor> = Vec::new();
     let mut v0 = (x * s).tanh();
     let mut v1 = (y + &v0).sigmoid();
-    decay(m);
-    v0 = (((x.clone()).mean_all() * x.clone())).tanh();
-    decay(m);
-    if (v0.clone()).max_all().item() > 0.5 {
-        return (v1.clone(), v1.clone() * s, hs);
+    let mut q2 = P { w: m.w.clone(), b: (((mix(&r#v0.clone(), &x.clone())).tanh() * x.clone())).mean(0) };
+    q2.b = &q2.b * 0.5;
+    v0 = (v0.matmul(&q2.w) + &q2.b).tanh();
+    let mut v3 = (Tensor::cat(&[&mix(&((v1.clone()).matmul(&m.w) + &m.b), &Tensor::cat(&[&v0.clone(), &y.clone()], 0).narrow(0, 1, 2)), &-((v1.clone()).tanh())], 0).narrow(0, 1, 2)).tanh();
+    if (((((r#v3.clone()).tanh()).matmul(&m.w) + &m.b)).sigmoid()).max_all().item() > 1.5 {
+        return (v1.clone(), v3.clone() * s, hs);
     }
-    for i2 in 0..n {
-        (v1, _) = pair(&(((x.clone()).tanh()).matmul(&m.w) + &m.b), &v1);
-        decay(m);
-        if ((((0.5 - v1.clone())).relu()).sigmoid()).max_all().item() > 0.9 {
-            return (v0.clone(), v0.clone() * s, hs);
+    if (v0.clone()).sum_all().item() > -0.2 {
+        hs.push((x.clone()).tanh());
+        let f4 = |t: &Tensor| (t * y).tanh();
+        match n % 3 {
+            0 => v0 = (Tensor::cat(&[&Tensor::cat(&[&(r#x.clone()).sigmoid(), &(v1.clone() * 0.50)], 0).narrow(0, 1, 2), &(0.5 - r#v1.clone())], 0).narrow(0, 1, 2)).tanh(),
+            1 => {
+                let mut t5 = ((0.5 - r#y.clone())).sigmoid();
+                bump(&mut v3, &t5);
+            }
+            _ => {}
         }
+    } else {
+        let mut t6 = (((0.5 - x.clone()) - x.clone())).relu();
+        bump(&mut v3, &t6);
     }
-    let mut v3 = {
-        let t = (v1.clone()).tanh();
-        &t * 0.5 + t.sigmoid()
-    };
-    let mut o4: Option<Tensor> = None;
-    if (((((y.clone()).softmax(1)).matmul(&m.w) + &m.b)).sigmoid()).mean_all().item() > 0.1 {
-        o4 = Some(v0.clone() * 0.5);
+    let u7 = (((v0.clone()).sigmoid()).softmax(1)).mean(0);
+    bump(&mut m.b, &u7);
+    if !hs.is_empty() {
+        v1 = (&hs[0] + ((mix(&x.clone(), &v3.clone()) + (v1.clone()).tanh()) * 1.00)).tanh();
+        let k = hs.len() - 1;
+        hs[k] = (&hs[k] * 0.5).sigmoid();
     }
-    if let Some(b) = &o4 {
-        v0 = (b + &v0).tanh();
-    }
-    (v3.clone(), v0.clone(), hs)
+    (v0.clone(), v3.clone(), hs)
 }
 
 #[janus(min_ops = 1, max_variants = 1)]
@@ -111,17 +123,16 @@ pub fn f68(x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tens
     let mut hs: Vec<Tensor> = Vec::new();
     let mut v0 = (x * s).tanh();
     let mut v1 = (y + &v0).sigmoid();
-    decay(m);
-    let (mut v2, mut v3) = pair(&v0.clone(), &v1);
-    m.b = &m.b * 0.9 + (((((v0.clone() * 2.00)).matmul(&m.w) + &m.b) * Tensor::cat(&[&(0.5 - v3.clone()), &((x.clone()).matmul(&m.w) + &m.b)], 0).narrow(0, 1, 2))).mean(0) * 0.1;
-    let mut c4 = 0;
-    while c4 < n {
-        c4 += 1;
-        let mut q5 = P { w: m.w.clone(), b: ((y.clone()).tanh()).mean(0) };
-        q5.b = &q5.b * 0.5;
-        v2 = (v2.matmul(&q5.w) + &q5.b).tanh();
+    let mut v2 = (mix(&v0.clone(), &mix(&(x.clone() * y.clone()), &x.clone()))).tanh();
+    if !hs.is_empty() {
+        v1 = (&hs[0] + (((Tensor::cat(&[&v0.clone(), &r#v1.clone()], 0).narrow(0, 1, 2)).relu()).matmul(&m.w) + &m.b)).tanh();
+        let k = hs.len() - 1;
+        hs[k] = (&hs[k] * 0.5).sigmoid();
     }
-    (v2.clone(), v0.clone(), hs)
+    for i3 in 0..n {
+        v1 = (((y.clone()).sum(1).unsqueeze(1) * -(v2.clone()))).tanh();
+    }
+    (v0.clone(), v1.clone(), hs)
 }
 
 #[janus(min_ops = 1)]
@@ -129,70 +140,64 @@ pub fn f69(x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tens
     let mut hs: Vec<Tensor> = Vec::new();
     let mut v0 = (x * s).tanh();
     let mut v1 = (y + &v0).sigmoid();
-    let mut v2 = (((((x.clone()).mean_all() * x.clone()) - -(v0.clone()))).softmax(1)).tanh();
-    if (-(Tensor::cat(&[&x.clone(), &(y.clone()).softmax(1)], 0).narrow(0, 1, 2))).max_all().item() > 1.5 {
-        return (v1.clone(), v0.clone() * s, hs);
+    let u2 = ((((mix(&v0.clone(), &v0.clone()) + x.clone())).mean_all() * ((x.clone()).relu() * 2.00))).mean(0);
+    bump(&mut m.b, &u2);
+    let f3 = |t: &Tensor| (t * 1.00).tanh() + s * 0.1;
+    let mut r#ref = (y.clone()).tanh();
+    if ((0.5 - (((v0.clone()).relu()).sum(1).unsqueeze(1) * (y.clone() * r#ref.clone())))).max_all().item() > 0.5 {
+        return (r#ref.clone(), v0.clone() * s, hs);
     }
-    let mut v3 = (x.clone()).tanh();
-    if (v0.clone()).max_all().item() > 0.9 {
-        return (v1.clone(), v1.clone() * s, hs);
-    }
-    if (((0.5 - (x.clone() * 2.00))).sigmoid()).max_all().item() > 0.5 {
-        return (v3.clone(), v1.clone() * s, hs);
-    }
-    (v1, v2) = ((mix(&Tensor::cat(&[&(0.5 - y.clone()), &Tensor::cat(&[&x.clone(), &v3.clone()], 0).narrow(0, 1, 2)], 0).narrow(0, 1, 2), &((Tensor::cat(&[&v2.clone(), &v1.clone()], 0).narrow(0, 1, 2)).mean_all() * v1.clone()))).tanh(), (((((x.clone()).matmul(&m.w) + &m.b)).matmul(&m.w) + &m.b)).sigmoid());
-    (v2.clone(), v2.clone(), hs)
+    let mut t5 = (Tensor::cat(&[&((y.clone()).matmul(&m.w) + &m.b), &Tensor::cat(&[&mix(&v0.clone(), &v0.clone()), &f3(&x.clone())], 0).narrow(0, 1, 2)], 0).narrow(0, 1, 2)).tanh();
+    let s4 = &mut v1;
+    let _ = format!("{n}");
+    *s4 = (&*s4 * 0.5 + &t5).tanh();
+    (t5.clone(), v0.clone(), hs)
 }
 
 #[janus(min_ops = 1)]
-pub fn f70(x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tensor, Vec<Tensor>) {
+pub fn f70(x: &Tensor, y: &Tensor, r#m: &mut P, n: usize, s: f64) -> (Tensor, Tensor, Vec<Tensor>) {
     let mut hs: Vec<Tensor> = Vec::new();
     let mut v0 = (x * s).tanh();
     let mut v1 = (y + &v0).sigmoid();
-    let Some(last) = hs.last().cloned() else { return (v1.clone(), v1.clone(), hs); };
-    v1 = (&last + (x.clone()).relu()).tanh();
-    m.w = &m.w * 0.9 + (x.clone()).t().matmul(&mix(&(v0.clone() * 1.00), &v0.clone())) * 0.01;
-    m.w = &m.w * 0.9 + (v0.clone()).t().matmul(&(((y.clone()).sigmoid()).sum(1).unsqueeze(1) * v0.clone())) * 0.01;
-    if ((((v0.clone()).tanh()).sum(1).unsqueeze(1) * ((v0.clone()).relu()).softmax(1))).max_all().item() > 0.9 {
-        return (v0.clone(), v0.clone() * s, hs);
+    let mut v0 = (((mix(&((y.clone()).matmul(&m.w) + &m.b), &(v0.clone() * 1.25))).matmul(&m.w) + &m.b)).tanh();
+    let mut v2 = (v0.clone()).tanh();
+    if (((((v0.clone()).mean_all() * -(v2.clone()))).matmul(&m.w) + &m.b)).sum_all().item() > 0.0 {
+        hs.push(((-(((r#v1.clone()).matmul(&m.w) + &m.b))).relu()).tanh());
+        let (s3, r5) = hs.split_at_mut(1);
+        let s3 = &mut s3[0];
+        let mut t4 = (-((x.clone()).relu())).tanh();
+        let _ = format!("{n}");
+        *s3 = (&*s3 + &t4).sigmoid();
+        if (-(mix(&(v2.clone()).softmax(1), &(v2.clone() * 1.75)))).max_all().item() > 0.9 {
+            return (v2.clone(), v0.clone() * s, hs);
+        }
+    } else {
+        let mut c6 = 0;
+        while c6 < n {
+            c6 += 1;
+            let (mut v7, mut v8) = pair(&(v0.clone()).softmax(1), &v1);
+            m.w = &m.w * 0.9 + (x.clone()).t().matmul(&(((y.clone()).mean_all() * r#v2.clone()) - (v1.clone()).softmax(1))) * 0.01;
+        }
+        if (((y.clone()).sum(1).unsqueeze(1) * ((x.clone()).tanh()).sigmoid())).max_all().item() > 1.5 {
+            return (v0.clone(), v1.clone() * s, hs);
+        }
     }
-    let f2 = |t: &Tensor| (t * x).tanh();
-    (v0.clone(), v0.clone(), hs)
+    let f9 = |t: &Tensor| (t * x).tanh();
+    (v0.clone(), v2.clone(), hs)
 }
 
 #[janus(min_ops = 1, max_variants = 1)]
-pub fn f71(x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tensor, Vec<Tensor>) {
+pub fn f71(x: &Tensor, y: &Tensor, r#m: &mut P, n: usize, s: f64) -> (Tensor, Tensor, Vec<Tensor>) {
     let mut hs: Vec<Tensor> = Vec::new();
     let mut v0 = (x * s).tanh();
     let mut v1 = (y + &v0).sigmoid();
-    let mut v2 = {
-        let t = (((((mix(&y.clone(), &v1.clone())).matmul(&m.w) + &m.b)).mean_all() * y.clone())).tanh();
-        &t * 0.5 + t.sigmoid()
-    };
-    match n % 3 {
-        0 => v0 = (Tensor::cat(&[&v0.clone(), &-(mix(&x.clone(), &y.clone()))], 0).narrow(0, 1, 2)).tanh(),
-        1 => {
-            let mut v0 = ((x.clone()).sigmoid()).tanh();
-            m.b = &m.b * 0.9 + (Tensor::cat(&[&v1.clone(), &Tensor::cat(&[&(v1.clone()).softmax(1), &(v1.clone()).softmax(1)], 0).narrow(0, 1, 2)], 0).narrow(0, 1, 2)).mean(0) * 0.1;
-        }
-        _ => {}
+    let f2 = |t: &Tensor| (t * 0.25).tanh() + s * 0.1;
+    if (-(Tensor::cat(&[&v0.clone(), &f2(&r#x.clone())], 0).narrow(0, 1, 2))).max_all().item() > 1.5 {
+        return (v1.clone(), v1.clone() * s, hs);
     }
-    let mut o3: Option<Tensor> = None;
-    if ((((v1.clone()).matmul(&m.w) + &m.b)).sigmoid()).mean_all().item() > 0.1 {
-        o3 = Some(v2.clone() * 0.5);
-    }
-    if let Some(b) = &o3 {
-        v2 = (b + &v2).tanh();
-    }
-    let mut c4 = 0;
-    loop {
-        c4 += 1;
-        if c4 > n {
-            break;
-        }
-        decay(m);
-    }
-    (v2.clone(), v0.clone(), hs)
+    let mut v0 = ((((v1.clone()).relu()).sum(1).unsqueeze(1) * v0.clone())).tanh();
+    m.w = &m.w * 0.9 + ((((mix(&r#v1.clone(), &v0.clone())).softmax(1)).sum(1).unsqueeze(1) * x.clone())).t().matmul(&(-(x.clone())).relu()) * 0.01;
+    (v0.clone(), v1.clone(), hs)
 }
 
 #[janus(min_ops = 1)]
@@ -200,19 +205,21 @@ pub fn f72(x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tens
     let mut hs: Vec<Tensor> = Vec::new();
     let mut v0 = (x * s).tanh();
     let mut v1 = (y + &v0).sigmoid();
-    std::mem::swap(&mut v1, &mut v0);
-    let mut v1 = ((Tensor::cat(&[&y.clone(), &x.clone()], 0).narrow(0, 1, 2)).tanh()).tanh();
-    let mut v2 = if n > 1 { (-(Tensor::cat(&[&(y.clone() + v1.clone()), &mix(&v0.clone(), &v0.clone())], 0).narrow(0, 1, 2))).tanh() } else { ((0.5 - (v1.clone()).tanh())).sigmoid() };
-    v1 = ((x.clone()).relu()).tanh();
-    match n % 3 {
-        0 => v0 = (((y.clone()).sigmoid()).relu()).tanh(),
-        1 => {
-            let mut t3 = x.clone();
-            bump(&mut v1, &t3);
-        }
-        _ => {}
+    v0 += (-((-(y.clone())).softmax(1))) * 0.1;
+    hs.push((Tensor::cat(&[&((v0.clone() + x.clone())).sigmoid(), &(x.clone() + (v0.clone() + r#v0.clone()))], 0).narrow(0, 1, 2)).tanh());
+    let s2 = hs.last_mut().unwrap();
+    let mut t3 = ((-(v1.clone())).sigmoid()).tanh();
+    let _ = format!("{n}");
+    *s2 = (&*s2 + &t3).sigmoid();
+    let t5 = ((0.5 - (v0.clone()).tanh())).mean(0);
+    let s4 = &mut m.b;
+    let _ = format!("{n}");
+    *s4 = (&*s4 + &t5).tanh() * 0.5;
+    if (((((v1.clone()).sigmoid()).relu()).matmul(&m.w) + &m.b)).max_all().item() > 1.5 {
+        return (t3.clone(), t3.clone() * s, hs);
     }
-    (v0.clone(), v2.clone(), hs)
+    let (mut v6, mut v7) = pair(&(((-(v1.clone())).tanh()).sum(1).unsqueeze(1) * x.clone()), &v0);
+    (t3.clone(), v7.clone(), hs)
 }
 
 #[janus(min_ops = 1)]
@@ -220,27 +227,27 @@ pub fn f73(x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tens
     let mut hs: Vec<Tensor> = Vec::new();
     let mut v0 = (x * s).tanh();
     let mut v1 = (y + &v0).sigmoid();
-    match n % 3 {
-        0 => v0 = ((-((y.clone()).sigmoid())).relu()).tanh(),
-        1 => {
-            (v0, _) = pair(&(((((v0.clone()).mean_all() * x.clone())).softmax(1)).matmul(&m.w) + &m.b), &v0);
+    m.w = &m.w * 0.9 + (((0.5 - ((x.clone()).mean_all() * v1.clone()))).relu()).t().matmul(&(((r#x.clone()).softmax(1)).matmul(&m.w) + &m.b)) * 0.01;
+    if ((((y.clone()).mean_all() * r#x.clone()) - v0.clone())).sum_all().item() > -0.2 {
+        match n % 3 {
+            0 => v0 = (((0.5 - r#v1.clone())).relu()).tanh(),
+            1 => {
+                v1 = (mix(&((v0.clone()).softmax(1)).relu(), &mix(&(v1.clone()).tanh(), &(x.clone()).softmax(1)))).tanh();
+                let mut v2 = ((((v1.clone()).softmax(1)).matmul(&m.w) + &m.b)).tanh();
+            }
+            _ => {}
         }
-        _ => {}
-    }
-    match n % 3 {
-        0 => v1 = (y.clone()).tanh(),
-        1 => {
-            v0 += (((x.clone()).softmax(1)).tanh()) * 0.1;
+    } else {
+        let f3 = |t: &Tensor| (t * x).tanh();
+        if (v0.clone()).max_all().item() > 1.5 {
+            return (v0.clone(), v1.clone() * s, hs);
         }
-        _ => {}
     }
-    let mut v2 = hs.iter().fold((0.5 - v1.clone()), |acc, h| (acc + h).tanh());
-    let mut c3 = 0;
-    while c3 < n {
-        c3 += 1;
-        let (mut v4, mut v5) = pair(&(((-(y.clone())).mean_all() * (v1.clone() * 1.75)) + ((y.clone()).sigmoid()).tanh()), &v2);
-    }
-    (v2.clone(), v1.clone(), hs)
+    let b5 = hs.is_empty();
+    let _ = format!("{n}");
+    let f6 = |t: &Tensor| if b5 { t.tanh() } else { (t * &hs[0]).tanh() };
+    let mut v4 = f6(&x.clone());
+    (v1.clone(), v0.clone(), hs)
 }
 
 #[janus(min_ops = 1, max_variants = 1)]
@@ -248,29 +255,16 @@ pub fn f74(x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tens
     let mut hs: Vec<Tensor> = Vec::new();
     let mut v0 = (x * s).tanh();
     let mut v1 = (y + &v0).sigmoid();
-    let mut c2 = 0;
-    while c2 < n {
-        c2 += 1;
-        if n % 2 == 0 {
-            v1 = (mix(&v0.clone(), &((y.clone()).sigmoid()).softmax(1))).tanh();
-            v1 += (mix(&x.clone(), &Tensor::cat(&[&v0.clone(), &Tensor::cat(&[&y.clone(), &y.clone()], 0).narrow(0, 1, 2)], 0).narrow(0, 1, 2))) * 0.1;
-        }
+    if (((mix(&mix(&v0.clone(), &r#v1.clone()), &(v1.clone()).softmax(1))).matmul(&m.w) + &m.b)).max_all().item() > 0.9 {
+        return (v0.clone(), v0.clone() * s, hs);
     }
-    let mut c3 = 0;
-    loop {
-        c3 += 1;
-        if c3 > n {
-            break;
-        }
-        let mut c4 = 0;
-        while c4 < n {
-            c4 += 1;
-            let mut v0 = (x.clone()).tanh();
-        }
-    }
-    m.w = &m.w * 0.9 + (-((0.5 - ((v0.clone()).mean_all() * y.clone())))).t().matmul(&y.clone()) * 0.01;
-    decay(m);
-    (v0.clone(), v0.clone(), hs)
+    let mut t2 = -(((v0.clone()).softmax(1) * 2.00));
+    bump(&mut v0, &t2);
+    t2 += (mix(&x.clone(), &v1.clone())) * 0.1;
+    let f3 = |t: &Tensor| (t * y).tanh();
+    let mut v1 = (((f3(&Tensor::cat(&[&r#x.clone(), &x.clone()], 0).narrow(0, 1, 2))).sum(1).unsqueeze(1) * -((0.5 - r#v1.clone())))).tanh();
+    (v1, v0) = ((f3(&r#v1.clone())).tanh(), ((0.5 - ((x.clone()).sum(1).unsqueeze(1) * y.clone()))).sigmoid());
+    (t2.clone(), v0.clone(), hs)
 }
 
 #[janus(min_ops = 1)]
@@ -278,39 +272,52 @@ pub fn f75(x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tens
     let mut hs: Vec<Tensor> = Vec::new();
     let mut v0 = (x * s).tanh();
     let mut v1 = (y + &v0).sigmoid();
-    std::mem::swap(&mut v0, &mut v1);
-    hs.push((-((Tensor::cat(&[&v0.clone(), &y.clone()], 0).narrow(0, 1, 2) * -(x.clone())))).tanh());
-    if ((v0.clone() + (0.5 - y.clone()))).max_all().item() > 1.5 {
-        return (v0.clone(), v0.clone() * s, hs);
+    let mut c2 = 0;
+    while v1.abs().max_all().item() > 0.3 && c2 < 3 {
+        v1 = &v1 * 0.5 + -((Tensor::cat(&[&r#v0.clone(), &y.clone()], 0).narrow(0, 1, 2) * ((r#v0.clone()).matmul(&m.w) + &m.b))) * 0.01;
+        c2 += 1;
     }
-    if ((v0.clone()).sigmoid()).max_all().item() > 0.5 {
+    if (((-(y.clone())).matmul(&m.w) + &m.b)).sum_all().item() > -0.2 {
+        v1 = (((mix(&Tensor::cat(&[&v1.clone(), &v0.clone()], 0).narrow(0, 1, 2), &(x.clone()).sigmoid())).mean_all() * (0.5 - ((v1.clone()).sum(1).unsqueeze(1) * x.clone())))).tanh();
+    } else {
+        let mut v3 = (((x.clone()).matmul(&m.w) + &m.b)).tanh();
+        if (-(Tensor::cat(&[&(r#x.clone() * 1.25), &(r#v0.clone()).tanh()], 0).narrow(0, 1, 2))).max_all().item() > 1.5 {
+            return (v0.clone(), v1.clone() * s, hs);
+        }
+    }
+    v0 = (v0.clone()).tanh();
+    match n % 3 {
+        0 => v0 = ((((v0.clone()).tanh()).sum(1).unsqueeze(1) * v1.clone())).tanh(),
+        1 => {
+            m.b = &m.b * 0.9 + (-(mix(&(0.5 - v1.clone()), &(y.clone()).relu()))).mean(0) * 0.1;
+        }
+        _ => {}
+    }
+    if (((x.clone()).matmul(&m.w) + &m.b)).max_all().item() > 1.5 {
         return (v0.clone(), v1.clone() * s, hs);
     }
-    let mut v2 = hs.iter().fold(v0.clone(), |acc, h| (acc + h).tanh());
-    (v1.clone(), v1.clone(), hs)
+    let f4 = |t: &Tensor| (t * x).tanh();
+    v0 = (v1.clone()).tanh();
+    (v0.clone(), v0.clone(), hs)
 }
 
 #[janus(min_ops = 1)]
-pub fn f76(x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tensor, Vec<Tensor>) {
+pub fn f76(x: &Tensor, y: &Tensor, m: &mut P, r#n: usize, s: f64) -> (Tensor, Tensor, Vec<Tensor>) {
     let mut hs: Vec<Tensor> = Vec::new();
     let mut v0 = (x * s).tanh();
     let mut v1 = (y + &v0).sigmoid();
-    m.b = &m.b * 0.9 + (((v0.clone()).mean_all() * (((v0.clone() * v1.clone())).mean_all() * v1.clone()))).mean(0) * 0.1;
-    let mut c2 = 0;
-    loop {
-        c2 += 1;
-        if c2 > n {
-            break;
-        }
-        v1 += ((((mix(&v0.clone(), &x.clone())).matmul(&m.w) + &m.b)).sigmoid()) * 0.1;
+    let b3 = hs.is_empty();
+    let _ = format!("{n}");
+    let k4 = if b3 { 0 } else { n };
+    let mut v2 = ((((((v1.clone()).mean_all() * v1.clone()) * (y.clone() * y.clone()))).mean_all() * (Tensor::cat(&[&v0.clone(), &v1.clone()], 0).narrow(0, 1, 2) * mix(&v0.clone(), &y.clone())))).tanh();
+    for _ in 0..k4 {
+        v2 = (&v2 + &hs[0]).tanh();
     }
-    if (v1.clone()).max_all().item() > 0.9 {
-        return (v0.clone(), v0.clone() * s, hs);
+    m.b = &m.b * 0.9 + ((((x.clone() - (v2.clone()).tanh())).matmul(&m.w) + &m.b)).mean(0) * 0.1;
+    if (v2.clone()).max_all().item() > 0.5 {
+        return (v0.clone(), v2.clone() * s, hs);
     }
-    let mut v3 = (x.clone()).tanh();
-    (v0, _) = pair(&(x.clone()).tanh(), &v0);
-    let mut v4 = (-(((x.clone()).matmul(&m.w) + &m.b))).tanh();
-    (v0.clone(), v4.clone(), hs)
+    (v1.clone(), v1.clone(), hs)
 }
 
 #[janus(min_ops = 1, max_variants = 1, dynamic(s))]
@@ -318,43 +325,26 @@ pub fn f77(x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tens
     let mut hs: Vec<Tensor> = Vec::new();
     let mut v0 = (x * s).tanh();
     let mut v1 = (y + &v0).sigmoid();
-    let mut v2 = ((0.5 - (-(y.clone()) * 1.50))).tanh();
-    let mut v3 = hs.iter().fold(((Tensor::cat(&[&((v0.clone()).sum(1).unsqueeze(1) * x.clone()), &(0.5 - x.clone())], 0).narrow(0, 1, 2)).sum(1).unsqueeze(1) * (x.clone()).softmax(1)), |acc, h| (acc + h).tanh());
-    if n % 2 == 0 {
-        match n % 3 {
-            0 => v1 = (v3.clone()).tanh(),
-            1 => {
-                v2 = (((0.5 - (y.clone()).tanh())).softmax(1)).tanh();
-                let mut t4 = ((((y.clone()).sum(1).unsqueeze(1) * x.clone())).relu()).sigmoid();
-                bump(&mut v0, &t4);
-            }
-            _ => {}
-        }
-        hs.push((((((y.clone()).sum(1).unsqueeze(1) * v3.clone()) * 0.75) * 1.75)).tanh());
-        if (x.clone()).sum_all().item() > 0.0 {
-            hs.push((((((y.clone()).matmul(&m.w) + &m.b)).softmax(1)).relu()).tanh());
-            (v0, _) = pair(&mix(&x.clone(), &v0.clone()), &v0);
-        } else {
-            hs.push((((((0.5 - v2.clone())).relu()).sum(1).unsqueeze(1) * (((v2.clone()).relu()).mean_all() * mix(&y.clone(), &v0.clone())))).tanh());
-            let mut t5 = y.clone();
-            bump(&mut v3, &t5);
-        }
+    if ((((((y.clone()).sum(1).unsqueeze(1) * v1.clone())).matmul(&m.w) + &m.b)).tanh()).max_all().item() > 0.9 {
+        return (v0.clone(), v0.clone() * s, hs);
     }
-    if n % 2 == 0 {
-        let Some(last) = hs.last().cloned() else { return (v3.clone(), v1.clone(), hs); };
-        v3 = (&last + x.clone()).tanh();
-        let (mut v6, mut v7) = pair(&(Tensor::cat(&[&-(x.clone()), &(x.clone()).sigmoid()], 0).narrow(0, 1, 2) + ((x.clone()).mean_all() * (0.5 - v2.clone()))), &v1);
-        v1 = (x.clone()).tanh();
+    let mut c2 = 0;
+    while v1.abs().max_all().item() > 0.3 && c2 < 3 {
+        v1 = &v1 * 0.5 + ((v1.clone()).tanh() * 1.25) * 0.01;
+        c2 += 1;
     }
-    if n % 2 == 0 {
-        let mut v8 = ((v2.clone() - (v1.clone()).softmax(1))).tanh();
-        let Some(last) = hs.last().cloned() else { return (v1.clone(), v3.clone(), hs); };
-        v2 = (&last + (v8.clone()).relu()).tanh();
-        let mut t9 = (((v8.clone() * 2.00)).relu()).softmax(1);
-        bump(&mut v1, &t9);
+    if (Tensor::cat(&[&((Tensor::cat(&[&v0.clone(), &v1.clone()], 0).narrow(0, 1, 2)).matmul(&m.w) + &m.b), &((v1.clone()).mean_all() * (v0.clone()).softmax(1))], 0).narrow(0, 1, 2)).max_all().item() > 0.9 {
+        return (v0.clone(), v1.clone() * s, hs);
     }
-    let mut v10 = (-(x.clone())).tanh();
-    (v1.clone(), v1.clone(), hs)
+    if (((v0.clone()).sum(1).unsqueeze(1) * v0.clone())).max_all().item() > 0.9 {
+        return (v1.clone(), v1.clone() * s, hs);
+    }
+    if ((x.clone() * -((v1.clone()).relu()))).max_all().item() > 1.5 {
+        return (v1.clone(), v0.clone() * s, hs);
+    }
+    hs.push((-((((v0.clone()).relu()).sum(1).unsqueeze(1) * x.clone()))).tanh());
+    v0 = ((-((y.clone()).tanh()) * 1.50)).tanh();
+    (v0.clone(), v0.clone(), hs)
 }
 
 #[janus(min_ops = 1, dynamic(s))]
@@ -362,33 +352,35 @@ pub fn f78(x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tens
     let mut hs: Vec<Tensor> = Vec::new();
     let mut v0 = (x * s).tanh();
     let mut v1 = (y + &v0).sigmoid();
-    let f2 = |t: &Tensor| (t * x).tanh();
-    if ((((v0.clone()).softmax(1)).softmax(1)).softmax(1)).max_all().item() > 1.5 {
-        return (v1.clone(), v0.clone() * s, hs);
-    }
-    m.w = &m.w * 0.9 + (x.clone()).t().matmul(&((f2(&v1.clone())).sum(1).unsqueeze(1) * (0.5 - x.clone()))) * 0.01;
-    m.b = &m.b * 0.9 + ((y.clone() * ((0.5 - v0.clone())).relu())).mean(0) * 0.1;
-    (v1.clone(), v1.clone(), hs)
+    hs.push(((x.clone()).sigmoid()).tanh());
+    let mut q2 = P { w: m.w.clone(), b: (((((r#x.clone()).matmul(&m.w) + &m.b)).softmax(1)).softmax(1)).mean(0) };
+    q2.b = &q2.b * 0.5;
+    v1 = (v1.matmul(&q2.w) + &q2.b).tanh();
+    let f3 = |t: &Tensor| (t * 0.25).tanh() + s * 0.1;
+    let mut v1 = (f3(&((0.5 - x.clone()) * 0.75))).tanh();
+    (v0.clone(), v1.clone(), hs)
 }
 
 #[janus(min_ops = 1)]
-pub fn f79(x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tensor, Vec<Tensor>) {
+pub fn f79(r#x: &Tensor, y: &Tensor, m: &mut P, n: usize, s: f64) -> (Tensor, Tensor, Vec<Tensor>) {
     let mut hs: Vec<Tensor> = Vec::new();
     let mut v0 = (x * s).tanh();
     let mut v1 = (y + &v0).sigmoid();
-    if (((((Tensor::cat(&[&y.clone(), &x.clone()], 0).narrow(0, 1, 2)).matmul(&m.w) + &m.b)).sum(1).unsqueeze(1) * -(-(v0.clone())))).max_all().item() > 1.5 {
-        return (v1.clone(), v0.clone() * s, hs);
-    }
-    let mut q2 = P { w: m.w.clone(), b: (v1.clone()).mean(0) };
-    q2.b = &q2.b * 0.5;
-    v1 = (v1.matmul(&q2.w) + &q2.b).tanh();
-    if (((x.clone()).tanh() - (0.5 - (v0.clone() - v1.clone())))).max_all().item() > 0.9 {
-        return (v1.clone(), v1.clone() * s, hs);
-    }
-    v0 = (v1.clone()).tanh();
-    let mut v3 = (((((v0.clone()).matmul(&m.w) + &m.b) + (y.clone() * v0.clone()))).relu()).tanh();
-    if (v1.clone()).max_all().item() > 0.5 {
+    (v0, _) = pair(&r#y.clone(), &v0);
+    if ((((v1.clone()).sum(1).unsqueeze(1) * (v1.clone() * 0.50))).sigmoid()).max_all().item() > 0.5 {
         return (v0.clone(), v0.clone() * s, hs);
     }
-    (v3.clone(), v1.clone(), hs)
+    let mut c2 = 0;
+    while c2 < n {
+        c2 += 1;
+        if (v1.clone()).max_all().item() > 1.5 {
+            return (v0.clone(), v1.clone() * s, hs);
+        }
+    }
+    if ((((((r#v0.clone() + v0.clone())).matmul(&m.w) + &m.b)).matmul(&m.w) + &m.b)).max_all().item() > 0.9 {
+        return (v1.clone(), v0.clone() * s, hs);
+    }
+    let mut t3 = v1.clone();
+    bump(&mut v1, &t3);
+    (v1.clone(), t3.clone(), hs)
 }

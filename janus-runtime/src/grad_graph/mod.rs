@@ -4,10 +4,14 @@
 //!
 //! The result is split into a forward graph that also outputs the residuals the backward needs,
 //! and a backward graph from (residuals, output cotangents) to input gradients.
+//!
+//! Autograd boundaries come from the recording (see [`crate::trace`]): an [`Op::Detach`] is not
+//! differentiable, so nothing flows through it; an [`Op::FreshLeaf`] is differentiable from
+//! nothing but is a gradient target itself, like an input that needs gradients.
 
 use crate::autograd::{GradMeta, no_grad};
 use crate::graph::{Graph, GraphBuilder, Node, NodeId, NodeOp};
-use crate::ops::TensorType;
+use crate::ops::{Op, TensorType};
 use crate::tensor::Tensor;
 use smallvec::SmallVec;
 use std::collections::HashMap;
@@ -15,23 +19,30 @@ use std::collections::HashMap;
 /// A forward graph with residual outputs and its backward graph.
 #[derive(Clone, Debug)]
 pub struct Derivative {
-    /// The original outputs followed by the residuals.
+    /// The original outputs, then the residuals, then the value of each of `fresh_leaves`.
     pub forward: Graph,
     /// Number of original outputs (residuals follow).
     pub num_outputs: usize,
+    /// Number of residual outputs (the fresh leaves' values follow).
+    pub num_residuals: usize,
     /// Inputs: the residuals, then one cotangent per entry of `diff_outputs`. Outputs: one
-    /// gradient per entry of `grad_inputs`.
+    /// gradient per *target*: each entry of `grad_inputs`, then each of `grad_leaves`.
     pub backward: Graph,
-    /// Outputs that are differentiable (float, depending on an input that needs gradients).
+    /// Outputs that are differentiable (float, depending on an input that needs gradients or
+    /// on a fresh leaf).
     pub diff_outputs: Vec<usize>,
     /// Graph inputs that receive gradients.
     pub grad_inputs: Vec<usize>,
-    /// Per entry of `grad_inputs`: whether the gradient comes as two outputs `(a, g)` meaning
-    /// `aᵀ·g`, deferred so the caller can sum many of them as one GEMM.
+    /// The `FreshLeaf` nodes of the graph, in order (new gradient leaves made inside it).
+    pub fresh_leaves: Vec<NodeId>,
+    /// Entries of `fresh_leaves` that receive gradients.
+    pub grad_leaves: Vec<usize>,
+    /// Per target: whether the gradient comes as two outputs `(a, g)` meaning `aᵀ·g`, deferred
+    /// so the caller can sum many of them as one GEMM.
     pub outer: Vec<bool>,
     /// `depends[j][k]`: whether differentiable output `diff_outputs[j]` depends differentiably
-    /// on input `grad_inputs[k]`. An input that no output receiving a cotangent depends on gets
-    /// no gradient (as in eager mode), not zeros.
+    /// on target `k`. A target that no output receiving a cotangent depends on gets no gradient
+    /// (as in eager mode), not zeros.
     pub depends: Vec<Vec<bool>>,
 }
 
@@ -41,7 +52,8 @@ fn symbolic(ty: &TensorType, needs_grad: bool) -> Tensor {
 }
 
 /// Derives gradients of `g`'s differentiable outputs with respect to the inputs flagged in
-/// `needs` (one flag per graph input).
+/// `needs` (one flag per graph input) and to the graph's fresh leaves.
+// Long by design: one reverse sweep whose bookkeeping (cotangents, residuals) is shared.
 pub fn derive(g: &Graph, needs: &[bool]) -> Derivative {
     let n = g.nodes.len();
     // Which values depend differentiably on an input that needs gradients.
@@ -49,6 +61,7 @@ pub fn derive(g: &Graph, needs: &[bool]) -> Derivative {
     for (i, node) in g.nodes.iter().enumerate() {
         active[i] = match &node.op {
             NodeOp::Input(k) => needs[*k] && node.ty.dtype.is_float(),
+            NodeOp::Op(Op::FreshLeaf) => node.ty.dtype.is_float(),
             NodeOp::Op(op) => op.is_differentiable() && node.inputs.iter().any(|a| active[a.index()]),
             _ => false,
         };
@@ -57,7 +70,7 @@ pub fn derive(g: &Graph, needs: &[bool]) -> Derivative {
         .filter(|&k| active[g.outputs[k].index()] && g.node(g.outputs[k]).ty.dtype.is_float())
         .collect();
 
-    let rec = crate::trace::start_with(g.to_builder());
+    let rec = crate::trace::start_derivation(g.to_builder());
     let syms: Vec<Tensor> =
         g.nodes.iter().enumerate().map(|(i, node)| symbolic(&node.ty, active[i])).collect();
     crate::trace::with_top(|r| {
@@ -89,6 +102,9 @@ pub fn derive(g: &Graph, needs: &[bool]) -> Derivative {
     no_grad(|| {
         for i in (0..n).rev() {
             let NodeOp::Op(op) = &g.nodes[i].op else { continue };
+            if *op == Op::FreshLeaf {
+                continue; // its gradient is a result, and nothing flows past it
+            }
             let Some(gout) = grads.remove(&i) else { continue };
             if !active[i] {
                 continue;
@@ -109,8 +125,14 @@ pub fn derive(g: &Graph, needs: &[bool]) -> Derivative {
         |k: usize| g.nodes.iter().position(|x| x.op == NodeOp::Input(k)).expect("every input has a node");
     let grad_inputs: Vec<usize> =
         (0..g.inputs.len()).filter(|&k| grads.contains_key(&input_node(k))).collect();
-    let input_grads: Vec<Tensor> =
-        grad_inputs.iter().map(|&k| grads.remove(&input_node(k)).unwrap()).collect();
+    let fresh_leaves: Vec<NodeId> =
+        (0..n).filter(|&i| g.nodes[i].op == NodeOp::Op(Op::FreshLeaf)).map(|i| NodeId(i as u32)).collect();
+    let grad_leaves: Vec<usize> =
+        (0..fresh_leaves.len()).filter(|&j| grads.contains_key(&fresh_leaves[j].index())).collect();
+    let targets: Vec<usize> = (grad_inputs.iter().map(|&k| input_node(k)))
+        .chain(grad_leaves.iter().map(|&j| fresh_leaves[j].index()))
+        .collect();
+    let input_grads: Vec<Tensor> = targets.iter().map(|&i| grads.remove(&i).unwrap()).collect();
     // Gradients of the form `aᵀ·g` (a 2-D matmul's right operand) leave as their factors.
     let mut grad_outputs: Vec<Tensor> = Vec::new();
     let mut outer = Vec::new();
@@ -135,10 +157,13 @@ pub fn derive(g: &Graph, needs: &[bool]) -> Derivative {
         .iter()
         .map(|&k| {
             let reached = differentiable_ancestors(g, &active, g.outputs[k]);
-            grad_inputs.iter().map(|&i| reached[input_node(i)]).collect()
+            targets.iter().map(|&i| reached[i]).collect()
         })
         .collect();
     let mut d = split(g, &combined, &cotangent_nodes, diff_outputs, grad_inputs);
+    d.forward.outputs.extend(fresh_leaves.iter().copied());
+    d.fresh_leaves = fresh_leaves;
+    d.grad_leaves = grad_leaves;
     d.outer = outer;
     d.depends = depends;
     d
@@ -226,11 +251,9 @@ fn split(
             residuals.push(o.index());
         }
     }
-    let mut fwd = g.to_builder();
-    let _ = &mut fwd;
     let mut forward_outputs = g.outputs.clone();
     forward_outputs.extend(residuals.iter().map(|&r| NodeId(r as u32)));
-    let forward = fwd.finish(forward_outputs);
+    let forward = g.to_builder().finish(forward_outputs);
 
     let mut b = GraphBuilder::new();
     let mut map: HashMap<usize, NodeId> = HashMap::new();
@@ -255,9 +278,12 @@ fn split(
     Derivative {
         forward,
         num_outputs,
+        num_residuals: residuals.len(),
         backward,
         diff_outputs,
         grad_inputs,
+        fresh_leaves: Vec::new(),
+        grad_leaves: Vec::new(),
         outer: Vec::new(),
         depends: Vec::new(),
     }

@@ -3,7 +3,7 @@
 //! are done. Ready steps are taken longest-remaining-path first, so the critical chain (an
 //! RNN's recurrence) is never starved by off-path work such as weight-gradient GEMMs.
 
-use super::plan::{Lowered, StepKind};
+use crate::exec::lower::{Lowered, StepKind};
 use smallvec::SmallVec;
 use std::collections::BinaryHeap;
 use std::panic::AssertUnwindSafe;

@@ -2,8 +2,8 @@
 //! copies, random fills, and a generic path that runs an op's eager kernel.
 
 use super::frame::Frame;
-use super::plan::{ReduceKind, Step, StepKind, ValRef};
 use crate::DType;
+use crate::exec::lower::{ReduceKind, Step, StepKind, ValRef};
 use crate::ops::TensorType;
 use crate::shape::Strides;
 use janus_kernels::fused::{Input, Output};
@@ -14,25 +14,15 @@ use janus_kernels::{Element, philox, with_any_type, with_float_type};
 use smallvec::SmallVec;
 
 /// Strides reading `v` at every index of the (larger or equal) broadcast shape `out`.
-fn broadcast_strides(v: &ValRef, out: &[usize]) -> Strides {
-    let lead = out.len() - v.shape.rank();
-    let mut s: Strides = smallvec::smallvec![0; out.len()];
-    for (i, (&len, &st)) in v.shape.iter().zip(&v.strides).enumerate() {
-        s[lead + i] = if len == 1 { 0 } else { st };
-    }
-    s
+pub(crate) fn broadcast_strides(v: &ValRef, out: &[usize]) -> Strides {
+    v.layout().broadcast_to(out)
 }
 
 fn mat_layout(v: &ValRef) -> MatLayout {
-    let r = v.shape.rank();
-    MatLayout {
-        offset: v.offset,
-        batch_stride: if r == 3 && v.shape[0] > 1 { v.strides[0] } else { 0 },
-        row_stride: v.strides[r - 2],
-        col_stride: v.strides[r - 1],
-    }
+    v.layout().matrix()
 }
 
+// Long by design: one arm per step kind.
 pub(crate) fn run_step<'a>(step: &Step, vals: &'a [Option<ValRef>], f: &Frame<'a>) {
     let val = |i: usize| vals[i].as_ref().expect("every node read by a step has a value");
     match &step.kind {
@@ -65,7 +55,7 @@ pub(crate) fn run_step<'a>(step: &Step, vals: &'a [Option<ValRef>], f: &Frame<'a
                 })
                 .collect();
             janus_kernels::fused::run(&prog.program, &prog.shape, &ins, outs);
-            if super::BREAK_FUSED.load(std::sync::atomic::Ordering::Relaxed) && prog.outputs[0].dtype.is_float() {
+            if crate::exec::faults::fused_broken() && prog.outputs[0].dtype.is_float() {
                 // SAFETY: as above; the step is still the only writer of its first result.
                 let first = unsafe { f.dst::<T>(val(outputs[0])) };
                 if let Some(x) = first.first_mut() {

@@ -1,14 +1,16 @@
-//! Lowering an optimised graph to executor steps, and memory planning.
+//! Lowering an optimised graph to executor steps (device-independent: both backends run them).
 //!
 //! Every node gets a *value*: a region of a buffer plus a strided layout. Inputs and constants
 //! are their tensors' buffers; views (`reshape` of contiguous data, `permute`, `narrow`,
 //! `broadcast_to`) reuse their operand's buffer with a new layout; everything else is computed
 //! by a step into a buffer of its own. Values that reach the graph's outputs get fresh output
 //! buffers each run; the rest live in a per-dtype arena whose ranges are reused once a value's
-//! last reader has run, and a `matmul_add` whose addend dies there accumulates in place.
+//! last reader has run, and a `matmul_add` whose addend dies there accumulates in place (the
+//! memory plan, `memory.rs`).
 
+use super::memory::MemoryPlan;
 use crate::DType;
-use crate::fusion::FusedProgram;
+use crate::graph::fused::FusedProgram;
 use crate::graph::{Graph, NodeOp};
 use crate::ops::{Op, eval};
 use crate::shape::{Shape, Strides};
@@ -42,6 +44,13 @@ pub(crate) struct ValRef {
     pub(crate) shape: Shape,
     pub(crate) strides: Strides,
     pub(crate) offset: usize,
+}
+
+impl ValRef {
+    /// The value's shape, strides and offset (within its buffer region).
+    pub(crate) fn layout(&self) -> crate::layout::Layout<'_> {
+        crate::layout::Layout::new(&self.shape, &self.strides, self.offset)
+    }
 }
 
 /// What a step computes; operands and results are node indices (resolved to values at run).
@@ -148,50 +157,6 @@ pub(crate) struct Step {
     pub(crate) kind: StepKind,
 }
 
-/// Planned memory: arena sizes per dtype and the byte counts a report needs.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct MemoryPlan {
-    /// Arena elements for f32, f64, i64, bool.
-    pub arena_len: [usize; 4],
-    /// Bytes of the planned arenas (the peak of intermediate storage).
-    pub planned_bytes: usize,
-    /// Bytes if every intermediate had a buffer of its own.
-    pub naive_bytes: usize,
-    /// Intermediates placed in a range another value used before.
-    pub buffers_reused: usize,
-    /// `matmul_add` steps that accumulate into their addend's buffer.
-    pub in_place: usize,
-}
-
-/// A free arena range and the values that occupied it (readers of those must finish before a new
-/// value is written there, when steps run in parallel).
-#[derive(Clone)]
-struct FreeBlock {
-    start: usize,
-    len: usize,
-    prev: SmallVec<[usize; 4]>,
-}
-
-/// Returns a range to the free list, merging it with free neighbours.
-fn release(free: &mut Vec<FreeBlock>, mut b: FreeBlock) {
-    while let Some(k) = free.iter().position(|f| f.start + f.len == b.start || b.start + b.len == f.start) {
-        let f = free.swap_remove(k);
-        b.start = b.start.min(f.start);
-        b.len += f.len;
-        b.prev.extend(f.prev);
-    }
-    free.push(b);
-}
-
-pub(crate) fn dtype_slot(d: DType) -> usize {
-    match d {
-        DType::F32 => 0,
-        DType::F64 => 1,
-        DType::I64 => 2,
-        DType::Bool => 3,
-    }
-}
-
 /// The lowered program: steps, one value per node, constants, outputs and the plan.
 pub(crate) struct Lowered {
     pub(crate) steps: Vec<Step>,
@@ -210,39 +175,34 @@ pub(crate) struct Lowered {
     pub(crate) memos: Vec<(usize, usize)>,
 }
 
-/// Layout of a node before buffers are assigned.
+/// Where a node's value is before buffers are assigned: the node owning the buffer and the
+/// layout inside it.
 #[derive(Clone)]
-struct Layout {
-    root: usize,
-    strides: Strides,
-    offset: usize,
+pub(crate) struct Placement {
+    pub(crate) root: usize,
+    pub(crate) strides: Strides,
+    pub(crate) offset: usize,
 }
 
 fn dense(shape: &Shape) -> Strides {
     shape.contiguous_strides()
 }
 
-fn is_dense(l: &Layout, shape: &Shape) -> bool {
-    let mut expect = 1;
-    for (&len, &st) in shape.iter().zip(&l.strides).rev() {
-        if len != 1 && st != expect {
-            return false;
-        }
-        expect *= len;
-    }
-    true
+pub(crate) fn is_dense(l: &Placement, shape: &Shape) -> bool {
+    crate::layout::Layout::new(shape, &l.strides, l.offset).is_dense()
 }
 
+// Long by design: one arm per node kind, in one pass that threads the layouts through.
 pub(crate) fn lower(g: &Graph) -> Lowered {
     let n = g.nodes.len();
-    let mut layout: Vec<Option<Layout>> = vec![None; n];
+    let mut layout: Vec<Option<Placement>> = vec![None; n];
     let mut steps: Vec<Step> = Vec::new();
     let mut consts: Vec<Tensor> = Vec::new();
     let mut const_of: Vec<Option<usize>> = vec![None; n];
     let mut input_of: Vec<Option<usize>> = vec![None; n];
     let mut memo_of: Vec<Option<usize>> = vec![None; n];
     let mut memos: Vec<(usize, usize)> = Vec::new();
-    let own = |i: usize, shape: &Shape| Some(Layout { root: i, strides: dense(shape), offset: 0 });
+    let own = |i: usize, shape: &Shape| Some(Placement { root: i, strides: dense(shape), offset: 0 });
     for (i, node) in g.nodes.iter().enumerate() {
         let shape = &node.ty.shape;
         let arg = |k: usize| node.inputs[k].index();
@@ -260,11 +220,11 @@ pub(crate) fn lower(g: &Graph) -> Lowered {
             }
             NodeOp::Op(Op::Reshape(_)) if is_dense(&lay(0), &g.node(node.inputs[0]).ty.shape) => {
                 let l = lay(0);
-                Some(Layout { root: l.root, strides: dense(shape), offset: l.offset })
+                Some(Placement { root: l.root, strides: dense(shape), offset: l.offset })
             }
             NodeOp::Op(Op::Permute(p)) => {
                 let l = lay(0);
-                Some(Layout {
+                Some(Placement {
                     root: l.root,
                     strides: p.perm.iter().map(|&d| l.strides[d]).collect(),
                     offset: l.offset,
@@ -272,17 +232,13 @@ pub(crate) fn lower(g: &Graph) -> Lowered {
             }
             NodeOp::Op(Op::Narrow(p)) => {
                 let l = lay(0);
-                Some(Layout { offset: l.offset + p.start * l.strides[p.dim], ..l })
+                Some(Placement { offset: l.offset + p.start * l.strides[p.dim], ..l })
             }
             NodeOp::Op(Op::BroadcastTo(p)) => {
                 let l = lay(0);
                 let src = &g.node(node.inputs[0]).ty.shape;
-                let lead = p.shape.rank() - src.rank();
-                let mut strides: Strides = smallvec::smallvec![0; p.shape.rank()];
-                for (d, (&len, &st)) in src.iter().zip(&l.strides).enumerate() {
-                    strides[lead + d] = if len == 1 { 0 } else { st };
-                }
-                Some(Layout { root: l.root, strides, offset: l.offset })
+                let strides = crate::layout::Layout::new(src, &l.strides, l.offset).broadcast_to(&p.shape);
+                Some(Placement { root: l.root, strides, offset: l.offset })
             }
             NodeOp::Op(Op::Reshape(_)) => {
                 // A copy of a view of an input is a pure function of that (immutable) input:
@@ -394,162 +350,7 @@ pub(crate) fn lower(g: &Graph) -> Lowered {
             }
         };
     }
-    let mut l = assign_buffers(g, steps, layout, consts, const_of, input_of, &memo_of);
+    let mut l = super::memory::assign_buffers(g, steps, layout, consts, const_of, input_of, &memo_of);
     l.memos = memos;
     l
-}
-
-/// Liveness and buffer assignment.
-fn assign_buffers(
-    g: &Graph,
-    steps: Vec<Step>,
-    layout: Vec<Option<Layout>>,
-    consts: Vec<Tensor>,
-    const_of: Vec<Option<usize>>,
-    input_of: Vec<Option<usize>>,
-    memo_of: &[Option<usize>],
-) -> Lowered {
-    let n = g.nodes.len();
-    let root = |i: usize| layout[i].as_ref().unwrap().root;
-    let mut def_step = vec![usize::MAX; n];
-    let mut last_use = vec![0usize; n];
-    for (s, st) in steps.iter().enumerate() {
-        for w in st.kind.writes() {
-            def_step[w] = s;
-            last_use[w] = last_use[w].max(s);
-        }
-        for r in st.kind.reads() {
-            let r = root(r);
-            last_use[r] = last_use[r].max(s);
-        }
-    }
-    // Roots reaching the outputs get output buffers.
-    let mut out_slot: Vec<Option<usize>> = vec![None; n];
-    let mut output_bufs: Vec<(DType, usize)> = Vec::new();
-    for o in &g.outputs {
-        let r = root(o.index());
-        if def_step[r] != usize::MAX && out_slot[r].is_none() {
-            out_slot[r] = Some(output_bufs.len());
-            output_bufs.push((g.nodes[r].ty.dtype, g.nodes[r].ty.shape.numel()));
-        }
-    }
-    // Arena assignment in step order.
-    let mut plan = MemoryPlan::default();
-    let mut arena_start: Vec<Option<usize>> = vec![None; n];
-    let mut free: [Vec<FreeBlock>; 4] = Default::default();
-    let mut reuse_after: Vec<SmallVec<[usize; 4]>> = vec![SmallVec::new(); steps.len()];
-    let mut readers: Vec<SmallVec<[usize; 4]>> = vec![SmallVec::new(); n];
-    for (s, st) in steps.iter().enumerate() {
-        for r in st.kind.reads() {
-            readers[root(r)].push(s);
-        }
-    }
-    let mut dying: Vec<Vec<usize>> = vec![Vec::new(); steps.len()];
-    for (i, &d) in def_step.iter().enumerate() {
-        if d != usize::MAX && out_slot[i].is_none() {
-            dying[last_use[i].max(d)].push(i);
-        }
-    }
-    for (s, st) in steps.iter().enumerate() {
-        for w in st.kind.writes() {
-            if out_slot[w].is_some() {
-                continue;
-            }
-            let ty = &g.nodes[w].ty;
-            let (slot, need) = (dtype_slot(ty.dtype), ty.shape.numel());
-            plan.naive_bytes += need * ty.dtype.size_in_bytes();
-            // In place: the addend of a GEMM that dies here, dense, of the result's shape, and
-            // not also one of the factors.
-            if let StepKind::MatMul { a, b, c: Some(c), .. } = st.kind
-                && c == root(c)
-                && root(a) != c
-                && root(b) != c
-                && let Some(start) = arena_start[c]
-                && last_use[c] == s
-                && g.nodes[c].ty == *ty
-                && is_dense(layout[c].as_ref().unwrap(), &ty.shape)
-            {
-                arena_start[w] = Some(start);
-                dying[s].retain(|&v| v != c);
-                // Every other reader of the addend must be done before it is overwritten.
-                reuse_after[s].extend(readers[c].iter().copied().filter(|&x| x < s));
-                plan.in_place += 1;
-                continue;
-            }
-            let fit = free[slot]
-                .iter()
-                .enumerate()
-                .filter(|(_, b)| b.len >= need)
-                .min_by_key(|(_, b)| b.len)
-                .map(|(k, _)| k);
-            let start = match fit {
-                Some(k) => {
-                    let block = free[slot].swap_remove(k);
-                    if block.len > need {
-                        free[slot].push(FreeBlock {
-                            start: block.start + need,
-                            len: block.len - need,
-                            prev: block.prev.clone(),
-                        });
-                    }
-                    // Whoever used this range before must be done with it first.
-                    for &p in &block.prev {
-                        reuse_after[s]
-                            .extend(readers[p].iter().copied().chain([def_step[p]]).filter(|&x| x < s));
-                    }
-                    plan.buffers_reused += 1;
-                    block.start
-                }
-                None => {
-                    let start = plan.arena_len[slot];
-                    plan.arena_len[slot] += need;
-                    start
-                }
-            };
-            arena_start[w] = Some(start);
-        }
-        for &v in &dying[s] {
-            if let Some(start) = arena_start[v] {
-                let ty = &g.nodes[v].ty;
-                release(
-                    &mut free[dtype_slot(ty.dtype)],
-                    FreeBlock { start, len: ty.shape.numel(), prev: SmallVec::from_slice(&[v]) },
-                );
-            }
-        }
-    }
-    plan.planned_bytes = [DType::F32, DType::F64, DType::I64, DType::Bool]
-        .iter()
-        .map(|d| plan.arena_len[dtype_slot(*d)] * d.size_in_bytes())
-        .sum();
-    // Values.
-    let vals: Vec<Option<ValRef>> = (0..n)
-        .map(|i| {
-            let l = layout[i].as_ref()?;
-            let r = l.root;
-            let rty = &g.nodes[r].ty;
-            let buf = if let Some(k) = input_of[r] {
-                BufRef::Input(k)
-            } else if let Some(k) = const_of[r] {
-                BufRef::Const(k)
-            } else if let Some(k) = memo_of[r] {
-                BufRef::Memo(k)
-            } else if let Some(k) = out_slot[r] {
-                BufRef::Output(k)
-            } else {
-                BufRef::Arena(arena_start[r]?)
-            };
-            Some(ValRef {
-                buf,
-                len: rty.shape.numel(),
-                dtype: g.nodes[i].ty.dtype,
-                shape: g.nodes[i].ty.shape.clone(),
-                strides: l.strides.clone(),
-                offset: l.offset,
-            })
-        })
-        .collect();
-    let outputs = g.outputs.iter().map(|o| o.index()).collect();
-    let roots = (0..n).map(|i| layout[i].as_ref().map_or(i, |l| l.root)).collect();
-    Lowered { steps, vals, consts, outputs, output_bufs, plan, reuse_after, roots, memos: Vec::new() }
 }

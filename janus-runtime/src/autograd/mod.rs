@@ -6,8 +6,10 @@
 //! use the VJP rules of [`crate::ops`], written once in terms of `Tensor` ops; custom nodes (a
 //! compiled fragment) bring their own backward.
 
+pub(crate) mod sum;
+
+use crate::autograd::sum::{GradPart, GradSum};
 use crate::error::bail;
-use crate::grad_sum::{GradPart, GradSum};
 use crate::ops::Op;
 use crate::tensor::Tensor;
 use std::cell::Cell;
@@ -104,7 +106,7 @@ impl Tensor {
         }
         let leaf =
             Tensor::from_parts(self.shape().clone(), self.dtype(), self.0.data.clone(), GradMeta::Leaf);
-        crate::trace::alias(&leaf, &self);
+        crate::recorder::fresh_leaf(&leaf, &self);
         leaf
     }
 
@@ -114,7 +116,7 @@ impl Tensor {
             return self.clone();
         }
         let d = Tensor::from_parts(self.shape().clone(), self.dtype(), self.0.data.clone(), GradMeta::None);
-        crate::trace::alias(&d, self);
+        crate::recorder::detached(&d, self);
         d
     }
 
@@ -165,7 +167,7 @@ impl Tensor {
                 self.shape()
             );
         }
-        crate::trace::on_backward(self);
+        crate::recorder::backward(self);
         no_grad(|| run_backward(self, seed.clone()))
     }
 }
@@ -194,7 +196,7 @@ fn topo_order(root: &Arc<GradNode>) -> Vec<Arc<GradNode>> {
 }
 
 /// Input gradients of a primitive op. A 2-D matmul's right operand gets its gradient as the
-/// deferred factors `(a, g)` (see [`crate::grad_sum`]), so a weight used at many time steps is
+/// deferred factors `(a, g)` (see [`crate::autograd::sum`]), so a weight used at many time steps is
 /// summed by one GEMM.
 fn op_backward(op: &Op, inputs: &[Tensor], output: &Tensor, g: &Tensor) -> Vec<Option<GradPart>> {
     if let Op::MatMul = op {
@@ -222,9 +224,7 @@ fn run_backward(root: &Tensor, seed: Tensor) -> Grads {
             let mut one = GradSum::default();
             one.add(GradPart::Dense(seed));
             leaves.insert(root.id(), one);
-            return Grads {
-                leaves: leaves.into_iter().filter_map(|(k, v)| v.finish().map(|t| (k, t))).collect(),
-            };
+            return finish_leaves(leaves);
         }
         GradMeta::Node(n, i) => (n.clone(), *i),
         GradMeta::None => unreachable!("checked by backward_with"),
@@ -258,7 +258,17 @@ fn run_backward(root: &Tensor, seed: Tensor) -> Grads {
             }
         }
     }
-    Grads { leaves: leaves.into_iter().filter_map(|(k, v)| v.finish().map(|t| (k, t))).collect() }
+    finish_leaves(leaves)
+}
+
+/// The leaves' gradients, summed in the order the leaves were created (by id), not in hash
+/// order: summing runs ops (the GEMM over deferred weight-gradient factors), and a recording of
+/// a block that calls `backward()` must come out the same on every call, in a graph whose
+/// step order does not change from one process to the next.
+fn finish_leaves(leaves: HashMap<u64, GradSum>) -> Grads {
+    let mut sums: Vec<(u64, GradSum)> = leaves.into_iter().collect();
+    sums.sort_unstable_by_key(|(id, _)| *id);
+    Grads { leaves: sums.into_iter().filter_map(|(k, v)| v.finish().map(|t| (k, t))).collect() }
 }
 
 /// Gradients from [`Tensor::backward`], keyed by the identity of each leaf.

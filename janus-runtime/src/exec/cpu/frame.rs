@@ -6,7 +6,8 @@
 //! steps that may run at the same time are ordered by the schedule whenever one writes a region
 //! the other touches. Inputs and constants are never written.
 
-use super::plan::{BufRef, ValRef, dtype_slot};
+use crate::exec::lower::{BufRef, ValRef};
+use crate::exec::memory::dtype_slot;
 use crate::tensor::Tensor;
 use janus_kernels::strided::Src;
 use janus_kernels::{CpuBuffer, DType, Element};

@@ -1,0 +1,388 @@
+//! CUDA C for elementwise kernels, generated from the same register [`Program`]s that the CPU
+//! runs tile by tile (`crate::fused`). One generated kernel runs a whole program per element,
+//! so a fused group reads its inputs and writes its outputs once.
+//!
+//! A kernel is described by an [`EwSpec`]: the program, the register type, each input's dtype
+//! and access pattern, each output's dtype, and either the shape and strides *baked* into the
+//! source (compiled graphs: shapes are fixed per variant, and constant divisors are cheap) or
+//! passed at launch (eager ops: one kernel serves every shape of a given rank). Dimensions that
+//! every operand walks contiguously are merged first ([`plan_access`]), so most kernels need no
+//! index arithmetic at all.
+
+use super::nvrtc::fnv1a;
+use crate::DType;
+use crate::fused::{FBinary, FUnary, Instr, Program};
+use std::fmt::Write;
+
+/// How a kernel reads one input.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Access {
+    /// Element `i` of the output reads element `i`.
+    Contiguous,
+    /// Every element reads element 0 (a broadcast scalar).
+    Scalar,
+    /// Element `i` reads at the offset its coordinates and strides give.
+    Strided,
+}
+
+/// Shape and strides fixed at code generation.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Baked {
+    /// The (merged) output shape.
+    pub shape: Vec<usize>,
+    /// Per input, its strides over `shape` (used for `Strided` inputs only).
+    pub strides: Vec<Vec<usize>>,
+}
+
+/// One elementwise kernel.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct EwSpec {
+    /// The register program.
+    pub program: Program,
+    /// Register type: `F32`, `F64` or `I64` (bools are 0/1 in registers).
+    pub reg: DType,
+    /// Per input: the element type in memory and how it is read.
+    pub inputs: Vec<(DType, Access)>,
+    /// Per output: the element type in memory (contiguous over the output shape).
+    pub outputs: Vec<DType>,
+    /// Rank of the index space (the merged shape's rank).
+    pub rank: usize,
+    /// Whether indices need 64 bits.
+    pub wide: bool,
+    /// Shape and strides in the source, or `None` to pass them at launch.
+    pub baked: Option<Baked>,
+}
+
+/// The C type of an element.
+pub fn c_type(d: DType) -> &'static str {
+    match d {
+        DType::F32 => "float",
+        DType::F64 => "double",
+        DType::I64 => "long long",
+        DType::Bool => "unsigned char",
+    }
+}
+
+/// A literal of register type `reg` with the value `f64::from_bits(bits)`, exactly as the CPU
+/// converts it (`as f32`, `as i64`).
+pub fn literal(reg: DType, bits: u64) -> String {
+    let v = f64::from_bits(bits);
+    match reg {
+        DType::F32 => format!("__int_as_float((int)0x{:08x}u)", (v as f32).to_bits()),
+        DType::F64 => format!("__longlong_as_double((long long)0x{bits:016x}ull)"),
+        DType::I64 | DType::Bool => format!("((long long)0x{:016x}ull)", v as i64 as u64),
+    }
+}
+
+fn zero_one(reg: DType) -> (&'static str, &'static str) {
+    match reg {
+        DType::F32 => ("0.0f", "1.0f"),
+        DType::F64 => ("0.0", "1.0"),
+        _ => ("0ll", "1ll"),
+    }
+}
+
+/// `f(a)` in C for register type `reg`.
+fn unary(f: FUnary, a: &str, reg: DType) -> String {
+    let (z, o) = zero_one(reg);
+    let fl = if reg == DType::F32 { "f" } else { "" };
+    if reg == DType::I64 || reg == DType::Bool {
+        let neg = format!("(long long)(0ull - (unsigned long long){a})");
+        return match f {
+            FUnary::Neg => neg,
+            FUnary::Abs => format!("({a} < 0 ? {neg} : {a})"),
+            FUnary::Square => format!("(long long)((unsigned long long){a} * (unsigned long long){a})"),
+            FUnary::Sign => format!("({a} > 0 ? 1ll : ({a} < 0 ? -1ll : 0ll))"),
+            FUnary::Relu => format!("({a} < 0 ? 0ll : {a})"),
+            FUnary::Not => format!("({a} == 0 ? 1ll : 0ll)"),
+            FUnary::NonZero => format!("({a} != 0 ? 1ll : 0ll)"),
+            FUnary::Trunc => a.to_string(),
+            FUnary::Clamp(lo, hi) => {
+                let (lo, hi) = (literal(reg, lo), literal(reg, hi));
+                format!("({a} < {lo} ? {lo} : ({a} > {hi} ? {hi} : {a}))")
+            }
+            f => unreachable!("cuda codegen: {f:?} is not defined on integer registers"),
+        };
+    }
+    match f {
+        FUnary::Neg => format!("(-{a})"),
+        FUnary::Exp => format!("exp{fl}({a})"),
+        FUnary::Log => format!("log{fl}({a})"),
+        FUnary::Sqrt => format!("sqrt{fl}({a})"),
+        FUnary::Abs => format!("fabs{fl}({a})"),
+        FUnary::Tanh => format!("tanh{fl}({a})"),
+        FUnary::Sigmoid => format!("({o} / ({o} + exp{fl}(-{a})))"),
+        FUnary::Relu => format!("({a} < {z} ? {z} : {a})"),
+        FUnary::Square => format!("({a} * {a})"),
+        FUnary::Recip => format!("({o} / {a})"),
+        FUnary::Sign => format!("({a} > {z} ? {o} : ({a} < {z} ? -{o} : {a}))"),
+        FUnary::Not => format!("({a} == {z} ? {o} : {z})"),
+        FUnary::NonZero => format!("({a} != {z} ? {o} : {z})"),
+        FUnary::Trunc => format!("trunc{fl}({a})"),
+        FUnary::Powf(p) => format!("pow{fl}({a}, {})", literal(reg, p)),
+        FUnary::Clamp(lo, hi) => {
+            let (lo, hi) = (literal(reg, lo), literal(reg, hi));
+            format!("({a} < {lo} ? {lo} : ({a} > {hi} ? {hi} : {a}))")
+        }
+    }
+}
+
+/// `f(a, b)` in C for register type `reg`.
+fn binary(f: FBinary, a: &str, b: &str, reg: DType) -> String {
+    let (z, o) = zero_one(reg);
+    let int = reg == DType::I64 || reg == DType::Bool;
+    let wrap = |op: &str| format!("(long long)((unsigned long long){a} {op} (unsigned long long){b})");
+    let pred = |c: String| format!("({c} ? {o} : {z})");
+    match f {
+        FBinary::Add if int => wrap("+"),
+        FBinary::Sub if int => wrap("-"),
+        FBinary::Mul if int => wrap("*"),
+        FBinary::Add => format!("({a} + {b})"),
+        FBinary::Sub => format!("({a} - {b})"),
+        FBinary::Mul => format!("({a} * {b})"),
+        FBinary::Div => format!("({a} / {b})"),
+        FBinary::Max => format!("(({a} != {a} || {a} > {b}) ? {a} : {b})"),
+        FBinary::Min => format!("(({a} != {a} || {a} < {b}) ? {a} : {b})"),
+        FBinary::And => pred(format!("({a} != {z} && {b} != {z})")),
+        FBinary::Or => pred(format!("({a} != {z} || {b} != {z})")),
+        FBinary::Gt => pred(format!("{a} > {b}")),
+        FBinary::Ge => pred(format!("{a} >= {b}")),
+        FBinary::Lt => pred(format!("{a} < {b}")),
+        FBinary::Le => pred(format!("{a} <= {b}")),
+        FBinary::Eq => pred(format!("{a} == {b}")),
+        FBinary::Ne => pred(format!("{a} != {b}")),
+    }
+}
+
+/// Converts register `r` (type `reg`) to an element of type `d`, as the CPU stores it.
+fn store(r: &str, reg: DType, d: DType) -> String {
+    let reg_int = reg == DType::I64 || reg == DType::Bool;
+    match d {
+        DType::Bool => format!("(unsigned char)({r} != 0)"),
+        _ if d == reg => r.to_string(),
+        // The CPU converts an integer to a float through f64.
+        DType::F32 | DType::F64 if reg_int => format!("({})(double){r}", c_type(d)),
+        // Float to integer conversion saturates and maps NaN to 0, as Rust's `as` does.
+        _ => format!("({}){r}", c_type(d)),
+    }
+}
+
+/// Merges dimensions that every operand walks the same way and drops size-1 dimensions;
+/// returns the merged shape, each input's strides over it, and each input's access pattern.
+pub fn plan_access(shape: &[usize], strides: &[&[usize]]) -> (Vec<usize>, Vec<Vec<usize>>, Vec<Access>) {
+    let mut dims: Vec<(usize, Vec<usize>)> = Vec::new();
+    for (d, &len) in shape.iter().enumerate() {
+        if len == 1 {
+            continue;
+        }
+        let st: Vec<usize> = strides.iter().map(|s| s[d]).collect();
+        if let Some((plen, pst)) = dims.last_mut()
+            && pst.iter().zip(&st).all(|(&p, &s)| p == s * len)
+        {
+            *plen *= len;
+            *pst = st;
+            continue;
+        }
+        dims.push((len, st));
+    }
+    let merged: Vec<usize> = dims.iter().map(|d| d.0).collect();
+    let per_input: Vec<Vec<usize>> =
+        (0..strides.len()).map(|k| dims.iter().map(|d| d.1[k]).collect()).collect();
+    let contiguous = crate::strided::contiguous_strides(&merged);
+    let access = per_input
+        .iter()
+        .map(|st| {
+            if st.iter().all(|&s| s == 0) {
+                Access::Scalar
+            } else if st.iter().zip(&merged).zip(contiguous.iter()).all(|((&s, &len), &c)| len == 1 || s == c)
+            {
+                Access::Contiguous
+            } else {
+                Access::Strided
+            }
+        })
+        .collect();
+    (merged, per_input, access)
+}
+
+impl EwSpec {
+    fn strided(&self) -> Vec<usize> {
+        self.inputs.iter().enumerate().filter(|(_, (_, a))| *a == Access::Strided).map(|(k, _)| k).collect()
+    }
+
+    /// The kernel's name: a hash of everything that shapes its source.
+    pub fn kernel_name(&self) -> String {
+        format!("janus_ew_{:016x}", fnv1a(&[format!("{self:?}").as_bytes()]))
+    }
+
+    /// Parameter words for a launch, laid out as the generated `struct P`: `n`, then (when not
+    /// baked and some input is strided) the shape and each strided input's strides, then the
+    /// input and output addresses.
+    pub fn params(
+        &self,
+        n: usize,
+        shape: &[usize],
+        strides: &[Vec<usize>],
+        ins: &[u64],
+        outs: &[u64],
+    ) -> Vec<u64> {
+        let mut p = vec![n as u64];
+        let strided = self.strided();
+        if self.baked.is_none() && !strided.is_empty() {
+            p.extend(shape.iter().map(|&s| s as u64));
+            for &k in &strided {
+                p.extend(strided_of(&strides[k], self.rank).iter().map(|&s| s as u64));
+            }
+        }
+        p.extend_from_slice(ins);
+        p.extend_from_slice(outs);
+        p
+    }
+
+    /// The CUDA C source of the kernel.
+    // Long by design: the kernel's source, emitted in order, section by section.
+    pub fn source(&self) -> String {
+        let name = self.kernel_name();
+        let strided = self.strided();
+        let (nin, nout, rank) = (self.inputs.len(), self.outputs.len(), self.rank);
+        let idx = if self.wide { "unsigned long long" } else { "unsigned int" };
+        let mut s = String::new();
+        let _ = writeln!(s, "// generated by janus from {} instructions", self.program.instrs.len());
+        let _ = writeln!(
+            s,
+            "typedef {} R;\ntypedef {idx} IDX;\nstruct P {{\n  unsigned long long n;",
+            c_type(self.reg)
+        );
+        if self.baked.is_none() && !strided.is_empty() {
+            let _ = writeln!(
+                s,
+                "  unsigned long long shape[{rank}];\n  unsigned long long st[{}][{rank}];",
+                strided.len()
+            );
+        }
+        if nin > 0 {
+            let _ = writeln!(s, "  const void* in[{nin}];");
+        }
+        if nout > 0 {
+            let _ = writeln!(s, "  void* out[{nout}];");
+        }
+        let _ = writeln!(s, "}};");
+        let _ = writeln!(
+            s,
+            "extern \"C\" __global__ void __launch_bounds__(256) {name}(const P p) {{\n  const IDX n = (IDX)p.n;\n  \
+             for (IDX i = (IDX)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (IDX)gridDim.x * blockDim.x) {{"
+        );
+        if !strided.is_empty() {
+            let dim = |d: usize| match &self.baked {
+                Some(b) => format!("(IDX){}u", b.shape[d]),
+                None => format!("(IDX)p.shape[{d}]"),
+            };
+            let _ = writeln!(s, "    IDX rem = i;");
+            for d in (1..rank).rev() {
+                let _ = writeln!(s, "    const IDX c{d} = rem % {0}; rem /= {0};", dim(d));
+            }
+            let _ = writeln!(s, "    const IDX c0 = rem;");
+            for (j, &k) in strided.iter().enumerate() {
+                let terms: Vec<String> = (0..rank)
+                    .filter_map(|d| match &self.baked {
+                        Some(b) => {
+                            let st = strided_of(&b.strides[k], rank)[d];
+                            (st != 0).then(|| format!("c{d} * (IDX){st}u"))
+                        }
+                        None => Some(format!("c{d} * (IDX)p.st[{j}][{d}]")),
+                    })
+                    .collect();
+                let sum = if terms.is_empty() { "0".to_string() } else { terms.join(" + ") };
+                let _ = writeln!(s, "    const IDX o{k} = {sum};");
+            }
+        }
+        let regs = self.program.num_regs.max(1);
+        let _ = writeln!(s, "    R {};", (0..regs).map(|r| format!("r{r}")).collect::<Vec<_>>().join(", "));
+        for ins in &self.program.instrs {
+            let line = match *ins {
+                Instr::Load { dst, input } => {
+                    let (dt, acc) = self.inputs[input as usize];
+                    let at = match acc {
+                        Access::Contiguous => "i".to_string(),
+                        Access::Scalar => "0".to_string(),
+                        Access::Strided => format!("o{input}"),
+                    };
+                    let v = format!("((const {}*)p.in[{input}])[{at}]", c_type(dt));
+                    if dt == DType::Bool {
+                        format!("r{dst} = (R)({v} != 0);")
+                    } else if dt == DType::I64 && self.reg == DType::F32 {
+                        // As the CPU converts: through f64 (one rounding more).
+                        format!("r{dst} = (R)(double){v};")
+                    } else {
+                        format!("r{dst} = (R){v};")
+                    }
+                }
+                Instr::Unary { dst, f, a } => format!("r{dst} = {};", unary(f, &format!("r{a}"), self.reg)),
+                Instr::Binary { dst, f, a, b } => {
+                    format!("r{dst} = {};", binary(f, &format!("r{a}"), &format!("r{b}"), self.reg))
+                }
+                Instr::BinaryConst { dst, f, a, c, const_left } => {
+                    let (ra, lc) = (format!("r{a}"), literal(self.reg, c));
+                    let e = if const_left {
+                        binary(f, &lc, &ra, self.reg)
+                    } else {
+                        binary(f, &ra, &lc, self.reg)
+                    };
+                    format!("r{dst} = {e};")
+                }
+                Instr::Select { dst, c, a, b } => {
+                    format!("r{dst} = (r{c} != (R)0) ? r{a} : r{b};")
+                }
+            };
+            let _ = writeln!(s, "    {line}");
+        }
+        for (k, (&r, &d)) in self.program.outputs.iter().zip(&self.outputs).enumerate() {
+            let _ = writeln!(
+                s,
+                "    (({}*)p.out[{k}])[i] = {};",
+                c_type(d),
+                store(&format!("r{r}"), self.reg, d)
+            );
+        }
+        let _ = writeln!(s, "  }}\n}}");
+        s
+    }
+}
+
+/// `strides` padded or cut to `rank` entries (inputs that are not strided pass an empty list).
+fn strided_of(strides: &[usize], rank: usize) -> Vec<usize> {
+    let mut v = strides.to_vec();
+    v.resize(rank, 0);
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn merges_contiguous_dims_and_classifies_inputs() {
+        // [4, 3, 5] output; a dense, b a row broadcast over the leading dims.
+        let (shape, st, acc) = plan_access(&[4, 3, 5], &[&[15, 5, 1], &[0, 0, 1]]);
+        assert_eq!(shape, vec![12, 5]);
+        assert_eq!(st, vec![vec![5, 1], vec![0, 1]]);
+        assert_eq!(acc, vec![Access::Contiguous, Access::Strided]);
+        // A transposed operand keeps every dimension.
+        let (shape, _, acc) = plan_access(&[4, 3, 5], &[&[15, 5, 1], &[1, 4, 12]]);
+        assert_eq!(shape, vec![4, 3, 5]);
+        assert_eq!(acc, vec![Access::Contiguous, Access::Strided]);
+        let (shape, _, acc) = plan_access(&[2, 1, 3], &[&[3, 3, 1], &[0, 0, 0]]);
+        assert_eq!(shape, vec![6]);
+        assert_eq!(acc, vec![Access::Contiguous, Access::Scalar]);
+    }
+
+    #[test]
+    fn literals_round_like_the_cpu() {
+        assert_eq!(
+            literal(DType::F32, 0.1f64.to_bits()),
+            format!("__int_as_float((int)0x{:08x}u)", 0.1f32.to_bits())
+        );
+        assert_eq!(literal(DType::I64, (-2.7f64).to_bits()), "((long long)0xfffffffffffffffeull)");
+        assert!(literal(DType::F64, f64::NAN.to_bits()).contains("7ff8"));
+    }
+}

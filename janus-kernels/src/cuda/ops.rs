@@ -1,0 +1,406 @@
+//! Launching kernels on device views: the CUDA counterpart of the CPU kernel modules. Each
+//! function takes strided views and destination addresses and enqueues work; none allocates
+//! (so they run unchanged inside a CUDA graph capture).
+
+use super::CudaError;
+use super::codegen::{Access, Baked, EwSpec, plan_access};
+use super::device::CudaDevice;
+use super::launch::{Args, grid_for, grid_for_warps, nd_words};
+use super::library::{Kernel, ReduceOp, reduce_code};
+use crate::DType;
+use crate::fused::Program;
+use std::sync::Arc;
+
+/// A strided view of device memory, in elements of `dtype`.
+#[derive(Clone, Copy, Debug)]
+pub struct View<'a> {
+    /// The allocation's address.
+    pub ptr: u64,
+    /// Element type.
+    pub dtype: DType,
+    /// Shape.
+    pub shape: &'a [usize],
+    /// Strides (elements).
+    pub strides: &'a [usize],
+    /// Offset of element 0 (elements).
+    pub offset: usize,
+}
+
+impl View<'_> {
+    /// Address of element 0.
+    pub fn start(&self) -> u64 {
+        self.ptr + (self.offset * self.dtype.size_in_bytes()) as u64
+    }
+
+    /// Number of elements.
+    pub fn numel(&self) -> usize {
+        self.shape.iter().product()
+    }
+
+    /// Whether the view is dense row-major.
+    pub fn is_dense(&self) -> bool {
+        let mut expect = 1;
+        for (&len, &st) in self.shape.iter().zip(self.strides).rev() {
+            if len != 1 && st != expect {
+                return false;
+            }
+            expect *= len;
+        }
+        true
+    }
+}
+
+/// The kernel that runs `program` over `shape` for inputs of these dtypes and strides (already
+/// broadcast to `shape`), with the merged shape and per-input strides its launch takes.
+pub fn elementwise_spec(
+    program: &Program,
+    reg: DType,
+    shape: &[usize],
+    inputs: &[(DType, &[usize])],
+    outputs: &[DType],
+    bake: bool,
+) -> (EwSpec, Vec<usize>, Vec<Vec<usize>>) {
+    let n: usize = shape.iter().product();
+    let strides: Vec<&[usize]> = inputs.iter().map(|v| v.1).collect();
+    let (merged, per_input, access) = plan_access(shape, &strides);
+    let max_off = per_input
+        .iter()
+        .map(|st| st.iter().zip(&merged).map(|(&s, &l)| s * (l.max(1) - 1)).sum::<usize>())
+        .max()
+        .unwrap_or(0);
+    let spec = EwSpec {
+        program: program.clone(),
+        reg,
+        inputs: inputs.iter().zip(&access).map(|(v, &a)| (v.0, a)).collect(),
+        outputs: outputs.to_vec(),
+        rank: if access.contains(&Access::Strided) { merged.len() } else { 0 },
+        wide: n >= (1 << 31) || max_off >= (1 << 31),
+        baked: bake.then(|| Baked { shape: merged.clone(), strides: per_input.clone() }),
+    };
+    (spec, merged, per_input)
+}
+
+/// Runs `program` over `shape`: `inputs` broadcast to it (strides already broadcast), outputs
+/// dense. With `bake`, shapes and strides are compiled into the kernel.
+pub fn elementwise(
+    dev: &Arc<CudaDevice>,
+    program: &Program,
+    reg: DType,
+    shape: &[usize],
+    inputs: &[View],
+    outputs: &[(u64, DType)],
+    bake: bool,
+) -> Result<(), CudaError> {
+    let n: usize = shape.iter().product();
+    if n == 0 {
+        return Ok(());
+    }
+    let types: Vec<(DType, &[usize])> = inputs.iter().map(|v| (v.dtype, v.strides)).collect();
+    let out_types: Vec<DType> = outputs.iter().map(|o| o.1).collect();
+    let (spec, merged, per_input) = elementwise_spec(program, reg, shape, &types, &out_types, bake);
+    let f = dev.ew_function(&spec)?;
+    let ins: Vec<u64> = inputs.iter().map(View::start).collect();
+    let outs: Vec<u64> = outputs.iter().map(|o| o.0).collect();
+    let words = spec.params(n, &merged, &per_input, &ins, &outs);
+    // SAFETY: the parameter words follow the generated `struct P`; the views and outputs
+    // cover `n` elements (the caller's contract).
+    unsafe { dev.launch(f, grid_for(n, dev.sm_count), Args::new().words(words)) }
+}
+
+fn elem_bytes(d: DType) -> usize {
+    d.size_in_bytes()
+}
+
+/// Copies a view into another of the same shape (`dst` strided too).
+pub fn copy(dev: &Arc<CudaDevice>, src: View, dst: View) -> Result<(), CudaError> {
+    let n = src.numel();
+    if n == 0 {
+        return Ok(());
+    }
+    if src.is_dense() && dst.is_dense() {
+        return dev.copy_dtod(dst.start(), src.start(), n * elem_bytes(src.dtype));
+    }
+    let (merged, st, _) = plan_access(src.shape, &[src.strides, dst.strides]);
+    let f = dev.library_function(Kernel::CopyNd(elem_bytes(src.dtype)))?;
+    let args =
+        Args::new().i64(n as i64).ptr(src.start()).ptr(dst.start()).nd(&merged, &st[0]).nd(&merged, &st[1]);
+    // SAFETY: both views lie in live allocations of their dtype.
+    unsafe { dev.launch(f, grid_for(n, dev.sm_count), args) }
+}
+
+/// Fills `n` elements at `dst` with `value` converted to `dtype` as the CPU converts it.
+pub fn fill(dev: &Arc<CudaDevice>, dst: u64, n: usize, dtype: DType, value: f64) -> Result<(), CudaError> {
+    if n == 0 {
+        return Ok(());
+    }
+    let bits = match dtype {
+        DType::F32 => (value as f32).to_bits() as u64,
+        DType::F64 => value.to_bits(),
+        DType::I64 => value as i64 as u64,
+        DType::Bool => (value != 0.0) as u64,
+    };
+    if bits == 0 {
+        return dev.zero(dst, n * elem_bytes(dtype));
+    }
+    let f = dev.library_function(Kernel::Fill(elem_bytes(dtype)))?;
+    // SAFETY: `dst` holds `n` elements.
+    unsafe { dev.launch(f, grid_for(n, dev.sm_count), Args::new().i64(n as i64).ptr(dst).u64(bits)) }
+}
+
+/// `0..n` as i64 at `dst`.
+pub fn arange(dev: &Arc<CudaDevice>, dst: u64, n: usize) -> Result<(), CudaError> {
+    if n == 0 {
+        return Ok(());
+    }
+    let f = dev.library_function(Kernel::Arange)?;
+    // SAFETY: `dst` holds `n` i64.
+    unsafe { dev.launch(f, grid_for(n, dev.sm_count), Args::new().i64(n as i64).ptr(dst)) }
+}
+
+/// Reduces `x` over the sorted dimensions `dims` into dense `out` (i64 for `ArgMax`).
+pub fn reduce(
+    dev: &Arc<CudaDevice>,
+    op: ReduceOp,
+    x: View,
+    dims: &[usize],
+    out: u64,
+) -> Result<(), CudaError> {
+    let (mut ks, mut kst, mut rs, mut rst) = (vec![], vec![], vec![], vec![]);
+    for (d, (&len, &st)) in x.shape.iter().zip(x.strides).enumerate() {
+        if dims.contains(&d) {
+            rs.push(len);
+            rst.push(st);
+        } else {
+            ks.push(len);
+            kst.push(st);
+        }
+    }
+    let (kept, kst, _) = plan_access(&ks, &[&kst]);
+    let (red, rst, _) = plan_access(&rs, &[&rst]);
+    let n_out: usize = kept.iter().product();
+    let n_red: usize = red.iter().product();
+    if n_out == 0 {
+        return Ok(());
+    }
+    // A warp per output when the reduced elements are adjacent in memory, a thread per output
+    // otherwise (neighbouring threads then read neighbouring elements).
+    let per_thread = n_red < 32 || rst[0].last().is_some_and(|&s| s != 1);
+    let f = dev.library_function(Kernel::Reduce(x.dtype))?;
+    let grid = if per_thread { grid_for(n_out, dev.sm_count) } else { grid_for_warps(n_out, dev.sm_count) };
+    let args = Args::new()
+        .u32(reduce_code(op))
+        .i64(n_out as i64)
+        .i64(n_red as i64)
+        .nd(&kept, &kst[0])
+        .nd(&red, &rst[0])
+        .ptr(x.start())
+        .ptr(out)
+        .u32(per_thread as u32);
+    // SAFETY: `x` is a live view; `out` holds `n_out` results.
+    unsafe { dev.launch(f, grid, args) }
+}
+
+/// Softmax (or log-softmax) of `x` along `axis` into dense `out` of the same shape.
+pub fn softmax(dev: &Arc<CudaDevice>, log: bool, x: View, axis: usize, out: u64) -> Result<(), CudaError> {
+    let dense = crate::strided::contiguous_strides(x.shape);
+    let (mut ks, mut kin, mut kout) = (vec![], vec![], vec![]);
+    for d in 0..x.shape.len() {
+        if d != axis {
+            ks.push(x.shape[d]);
+            kin.push(x.strides[d]);
+            kout.push(dense[d]);
+        }
+    }
+    let (kept, st, _) = plan_access(&ks, &[&kin, &kout]);
+    let rows: usize = kept.iter().product();
+    let n = x.shape[axis];
+    if rows == 0 || n == 0 {
+        return Ok(());
+    }
+    let per_thread = n < 32 || x.strides[axis] != 1;
+    let f = dev.library_function(Kernel::Softmax(x.dtype))?;
+    let grid = if per_thread { grid_for(rows, dev.sm_count) } else { grid_for_warps(rows, dev.sm_count) };
+    let args = Args::new()
+        .u32(log as u32)
+        .i64(rows as i64)
+        .i64(n as i64)
+        .nd(&kept, &st[0])
+        .nd(&kept, &st[1])
+        .i64(x.strides[axis] as i64)
+        .i64(dense[axis] as i64)
+        .ptr(x.start())
+        .ptr(out)
+        .u32(per_thread as u32);
+    // SAFETY: `x` is a live view; `out` is dense with x's shape.
+    unsafe { dev.launch(f, grid, args) }
+}
+
+/// `out[o, j, i] = x[o, idx[j], i]`: `x` dense `[outer, len, inner]`, `idx` dense i64.
+#[allow(clippy::too_many_arguments)]
+pub fn index_select(
+    dev: &Arc<CudaDevice>,
+    dtype: DType,
+    (outer, len, inner): (usize, usize, usize),
+    x: u64,
+    idx: u64,
+    nidx: usize,
+    out: u64,
+) -> Result<(), CudaError> {
+    let total = outer * nidx * inner;
+    if total == 0 {
+        return Ok(());
+    }
+    let f = dev.library_function(Kernel::IndexSelect(elem_bytes(dtype)))?;
+    let args = Args::new().i64(outer as i64).i64(len as i64).i64(nidx as i64).i64(inner as i64);
+    let args = args.ptr(x).ptr(idx).ptr(out).ptr(dev.err_word());
+    // SAFETY: dense operands of the stated sizes; bad indices are flagged, never followed.
+    unsafe { dev.launch(f, grid_for(total, dev.sm_count), args) }
+}
+
+/// `out[o, idx[j], i] += src[o, j, i]` into zeroed dense `out` `[outer, size, inner]`.
+#[allow(clippy::too_many_arguments)]
+pub fn index_add(
+    dev: &Arc<CudaDevice>,
+    dtype: DType,
+    (outer, size, inner): (usize, usize, usize),
+    src: u64,
+    idx: u64,
+    nidx: usize,
+    out: u64,
+) -> Result<(), CudaError> {
+    dev.zero(out, outer * size * inner * elem_bytes(dtype))?;
+    let total = outer * nidx * inner;
+    if total == 0 {
+        return Ok(());
+    }
+    let f = dev.library_function(Kernel::IndexAdd(dtype))?;
+    let args = Args::new().i64(outer as i64).i64(size as i64).i64(nidx as i64).i64(inner as i64);
+    let args = args.ptr(src).ptr(idx).ptr(out).ptr(dev.err_word());
+    // SAFETY: as for `index_select`.
+    unsafe { dev.launch(f, grid_for(total, dev.sm_count), args) }
+}
+
+/// `gather` (`scatter = false`: `out[p] = x[p with dim = idx[p]]`) or `scatter_add`
+/// (`out[p with dim = idx[p]] += x[p]` into zeroed `out`). `x_shape` is the indexed tensor's
+/// (dense) shape, `idx_shape` the index tensor's; both dense.
+#[allow(clippy::too_many_arguments)]
+pub fn gather_scatter(
+    dev: &Arc<CudaDevice>,
+    scatter: bool,
+    dtype: DType,
+    dim: usize,
+    big_shape: &[usize],
+    idx_shape: &[usize],
+    src: u64,
+    idx: u64,
+    out: u64,
+) -> Result<(), CudaError> {
+    let big_strides = crate::strided::contiguous_strides(big_shape);
+    if scatter {
+        dev.zero(out, big_shape.iter().product::<usize>() * elem_bytes(dtype))?;
+    }
+    let n: usize = idx_shape.iter().product();
+    if n == 0 {
+        return Ok(());
+    }
+    let k = if scatter { Kernel::ScatterAdd(dtype) } else { Kernel::Gather(elem_bytes(dtype)) };
+    let f = dev.library_function(k)?;
+    let args = Args::new()
+        .i64(n as i64)
+        .u32(dim as u32)
+        .i64(big_shape[dim] as i64)
+        .words(nd_words(idx_shape, &crate::strided::contiguous_strides(idx_shape)))
+        .words(nd_words(big_shape, &big_strides))
+        .ptr(src)
+        .ptr(idx)
+        .ptr(out)
+        .ptr(dev.err_word());
+    // SAFETY: dense operands of the stated shapes; bad indices are flagged, never followed.
+    unsafe { dev.launch(f, grid_for(n, dev.sm_count), args) }
+}
+
+/// One-hot rows of `classes` values of `dtype` for `n` dense i64 indices.
+pub fn one_hot(
+    dev: &Arc<CudaDevice>,
+    dtype: DType,
+    n: usize,
+    classes: usize,
+    idx: u64,
+    out: u64,
+) -> Result<(), CudaError> {
+    if n * classes == 0 {
+        return Ok(());
+    }
+    let f = dev.library_function(Kernel::OneHot(dtype))?;
+    let args = Args::new().i64(n as i64).i64(classes as i64).ptr(idx).ptr(out).ptr(dev.err_word());
+    // SAFETY: dense operands of the stated sizes.
+    unsafe { dev.launch(f, grid_for(n * classes, dev.sm_count), args) }
+}
+
+/// Where a random kernel reads its stream position.
+#[derive(Clone, Copy, Debug)]
+pub enum RngSource {
+    /// Known on the host.
+    Host {
+        /// Philox key.
+        key: u64,
+        /// First counter value.
+        counter: u64,
+    },
+    /// An `i64[2] = (key, counter)` in device memory (inside compiled graphs).
+    Device(u64),
+}
+
+fn rng_args(args: Args, src: RngSource) -> Args {
+    match src {
+        RngSource::Host { key, counter } => args.ptr(0).u64(key).u64(counter),
+        RngSource::Device(p) => args.ptr(p).u64(0).u64(0),
+    }
+}
+
+/// Uniform `[0, 1)` or standard normal values: the CPU's Philox stream, value for value.
+pub fn random(
+    dev: &Arc<CudaDevice>,
+    dtype: DType,
+    normal: bool,
+    n: usize,
+    out: u64,
+    src: RngSource,
+) -> Result<(), CudaError> {
+    if n == 0 {
+        return Ok(());
+    }
+    let per_block = if dtype == DType::F32 { 4 } else { 2 };
+    let f = dev.library_function(Kernel::Random(dtype))?;
+    let args = rng_args(Args::new().i64(n as i64).ptr(out), src).u32(normal as u32);
+    // SAFETY: `out` holds `n` values; a device stream state is a live i64[2].
+    unsafe { dev.launch(f, grid_for(n.div_ceil(per_block), dev.sm_count), args) }
+}
+
+/// One category per row of dense `rows x cols` weights.
+#[allow(clippy::too_many_arguments)]
+pub fn multinomial(
+    dev: &Arc<CudaDevice>,
+    dtype: DType,
+    rows: usize,
+    cols: usize,
+    probs: u64,
+    src: RngSource,
+    out: u64,
+) -> Result<(), CudaError> {
+    if rows == 0 {
+        return Ok(());
+    }
+    let f = dev.library_function(Kernel::Multinomial(dtype))?;
+    let args = rng_args(Args::new().i64(rows as i64).i64(cols as i64).ptr(probs), src);
+    let args = args.ptr(out).ptr(dev.err_word());
+    // SAFETY: dense operands of the stated sizes.
+    unsafe { dev.launch(f, grid_for(rows, dev.sm_count), args) }
+}
+
+/// `out = (state[0], state[1] + offset)` on the device.
+pub fn rng_state(dev: &Arc<CudaDevice>, state: u64, offset: u64, out: u64) -> Result<(), CudaError> {
+    let f = dev.library_function(Kernel::RngState)?;
+    // SAFETY: both are live i64[2].
+    unsafe { dev.launch(f, 1, Args::new().ptr(state).ptr(out).u64(offset)) }
+}

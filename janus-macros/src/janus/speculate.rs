@@ -1,0 +1,214 @@
+//! Whole-function speculation (DESIGN §8), the macro's part:
+//!
+//! - the **path**: every `if`/`while` condition reports the way it went
+//!   (`__private::branch`), every `match` arm and host `for` loop trip reports that it ran, so
+//!   two profiled recordings can be compared decision by decision;
+//! - **asserts**: `A.item() <op> B` in such a condition becomes `__private::item_cmp`, a
+//!   predicate tensor that a speculative recording turns into an assert (`to_bool()` does the
+//!   same on its own);
+//! - the **tail read**: a body ending in `loss.item()` (and with no `return`) hands the tensor
+//!   out of the function graph and reads it after (DESIGN §13 rule 16);
+//! - the **wrapper**: the transformed body runs inside one more fragment (`function#fn`), whose
+//!   inputs are the parameters and whose outputs are the return value and the `&mut`
+//!   parameters.
+
+use super::emit;
+use super::expand::Ctx;
+use super::reads::Place;
+use super::scope::name;
+use quote::{ToTokens, quote};
+use syn::visit_mut::VisitMut;
+use syn::{BinOp, Block, Expr, FnArg, Ident, ItemFn, Pat, ReturnType, Stmt, Type};
+
+/// Instruments decisions (see the module docs). Closures and nested items are left alone:
+/// their decisions belong to whoever calls them.
+pub(crate) struct Instrument {
+    pub(crate) next: u32,
+}
+
+impl Instrument {
+    fn site(&mut self) -> u32 {
+        self.next += 1;
+        self.next
+    }
+}
+
+/// `A.item()` or `A.item_f64()` with no arguments: the receiver and whether it reads `f64`.
+fn item_read(e: &Expr) -> Option<(&Expr, bool)> {
+    match e {
+        Expr::MethodCall(m) if m.args.is_empty() && (m.method == "item" || m.method == "item_f64") => {
+            Some((&m.receiver, m.method == "item_f64"))
+        }
+        Expr::Paren(p) => item_read(&p.expr),
+        _ => None,
+    }
+}
+
+/// `A.item() <op> B` (either side) as an `item_cmp` call.
+fn rewrite_comparison(e: &Expr) -> Option<Expr> {
+    let Expr::Binary(b) = e else { return None };
+    let (op, flip) = match b.op {
+        BinOp::Gt(_) => ("Gt", "Lt"),
+        BinOp::Ge(_) => ("Ge", "Le"),
+        BinOp::Lt(_) => ("Lt", "Gt"),
+        BinOp::Le(_) => ("Le", "Ge"),
+        BinOp::Eq(_) => ("Eq", "Eq"),
+        BinOp::Ne(_) => ("Ne", "Ne"),
+        _ => return None,
+    };
+    let (t, f64_read, rhs, op) = match (item_read(&b.left), item_read(&b.right)) {
+        (Some((t, f)), _) => (t, f, &b.right, op),
+        (None, Some((t, f))) => (t, f, &b.left, flip),
+        _ => return None,
+    };
+    let op = Ident::new(op, proc_macro2::Span::call_site());
+    let ty = if f64_read { quote!(f64) } else { quote!(f32) };
+    Some(syn::parse_quote! {
+        ::janus::__private::item_cmp(&(#t), ::janus::__private::Cmp::#op, (#rhs as #ty) as f64, #f64_read)
+    })
+}
+
+/// Rewrites the comparisons of host reads in a condition (through `&&`, `||`, `!` and parens).
+fn rewrite_condition(e: &mut Expr) {
+    if let Some(r) = rewrite_comparison(e) {
+        *e = r;
+        return;
+    }
+    match e {
+        Expr::Binary(b) if matches!(b.op, BinOp::And(_) | BinOp::Or(_)) => {
+            rewrite_condition(&mut b.left);
+            rewrite_condition(&mut b.right);
+        }
+        Expr::Unary(u) => rewrite_condition(&mut u.expr),
+        Expr::Paren(p) => rewrite_condition(&mut p.expr),
+        _ => {}
+    }
+}
+
+impl VisitMut for Instrument {
+    fn visit_expr_mut(&mut self, e: &mut Expr) {
+        match e {
+            Expr::Closure(_) => return,
+            Expr::If(i) if !matches!(&*i.cond, Expr::Let(_)) => {
+                rewrite_condition(&mut i.cond);
+                let (site, cond) = (self.site(), &i.cond);
+                *i.cond = syn::parse_quote!(::janus::__private::branch(#site, #cond));
+            }
+            Expr::While(w) if !matches!(&*w.cond, Expr::Let(_)) => {
+                rewrite_condition(&mut w.cond);
+                let (site, cond) = (self.site(), &w.cond);
+                *w.cond = syn::parse_quote!(::janus::__private::branch(#site, #cond));
+            }
+            Expr::ForLoop(f) => {
+                let site = self.site();
+                f.body.stmts.insert(0, syn::parse_quote!(::janus::__private::branch(#site, true);));
+            }
+            Expr::Match(m) => {
+                for arm in &mut m.arms {
+                    let site = self.site();
+                    let body = &arm.body;
+                    *arm.body = syn::parse_quote!({ ::janus::__private::branch(#site, true); #body });
+                }
+            }
+            _ => {}
+        }
+        syn::visit_mut::visit_expr_mut(self, e);
+    }
+
+    fn visit_item_mut(&mut self, _: &mut syn::Item) {}
+}
+
+/// Whether the tokens contain the keyword `return` anywhere (conservatively, closures too).
+fn contains_return(ts: proc_macro2::TokenStream) -> bool {
+    ts.into_iter().any(|t| match t {
+        proc_macro2::TokenTree::Ident(i) => i == "return",
+        proc_macro2::TokenTree::Group(g) => contains_return(g.stream()),
+        _ => false,
+    })
+}
+
+/// A body ending in `X.item()` / `X.item_f64()` (and with no `return`): the tail becomes `X`;
+/// returns the read to apply after the function graph.
+pub(crate) fn take_tail_read(b: &mut Block) -> Option<Ident> {
+    if contains_return(b.to_token_stream()) {
+        return None;
+    }
+    let Some(Stmt::Expr(e, None)) = b.stmts.last_mut() else { return None };
+    let Expr::MethodCall(m) = e else { return None };
+    if !m.args.is_empty() || !(m.method == "item" || m.method == "item_f64") {
+        return None;
+    }
+    let method = m.method.clone();
+    *e = (*m.receiver).clone();
+    Some(method)
+}
+
+/// Whether a type names an `impl Trait` (a closure cannot be annotated with it).
+fn has_impl_trait(t: &Type) -> bool {
+    t.to_token_stream().into_iter().any(|t| matches!(&t, proc_macro2::TokenTree::Ident(i) if i == "impl"))
+}
+
+/// The parameters as places (inputs) and which of them are `&mut` (in-outs); `None` when a
+/// parameter is a pattern the wrapper cannot name.
+fn params(f: &ItemFn, mut_self: bool) -> Option<(Vec<Place>, Vec<bool>)> {
+    let (mut places, mut inout) = (Vec::new(), Vec::new());
+    for arg in &f.sig.inputs {
+        let (ident, is_mut): (Ident, bool) = match arg {
+            FnArg::Receiver(_) => (Ident::new("self", proc_macro2::Span::call_site()), mut_self),
+            FnArg::Typed(t) => {
+                let Pat::Ident(p) = &*t.pat else { return None };
+                let m = matches!(&*t.ty, Type::Reference(r) if r.mutability.is_some());
+                (p.ident.clone(), m)
+            }
+        };
+        places.push(Place { root: name(&ident), steps: Vec::new(), expr: syn::parse_quote!(#ident) });
+        inout.push(is_mut);
+    }
+    Some((places, inout))
+}
+
+/// Whether the function can be wrapped: named parameters, and a return type a closure can be
+/// annotated with.
+pub(crate) fn can_wrap(f: &ItemFn) -> bool {
+    let ret_ok = match &f.sig.output {
+        ReturnType::Default => true,
+        ReturnType::Type(_, t) => !has_impl_trait(t),
+    };
+    ret_ok && params(f, false).is_some()
+}
+
+/// Wraps the (already transformed) body in the whole-function fragment. `tail_read` is the
+/// host read taken off the tail; `mut_self` whether the receiver was `&mut self`.
+pub(crate) fn wrap(f: &mut ItemFn, tail_read: Option<Ident>, mut_self: bool, ctx: &mut Ctx) -> bool {
+    let ret: Type = match (&f.sig.output, &tail_read) {
+        (_, Some(_)) => syn::parse_quote!(::janus::Tensor),
+        (ReturnType::Default, None) => syn::parse_quote!(()),
+        (ReturnType::Type(_, t), None) if has_impl_trait(t) => return false,
+        (ReturnType::Type(_, t), None) => (**t).clone(),
+    };
+    let Some((inputs, inout)) = params(f, mut_self) else { return false };
+    let body = &f.block;
+    let run: Stmt = syn::parse_quote! {
+        #[allow(clippy::redundant_closure_call)]
+        let __janus_ret = (|| -> #ret #body)();
+    };
+    let ret_ident: Ident = syn::parse_quote!(__janus_ret);
+    let frag = emit::Fragment {
+        stmts: std::slice::from_ref(&run),
+        copies: &[],
+        inputs: &inputs,
+        assigned: Vec::new(),
+        inouts: inputs.iter().zip(&inout).filter(|(_, m)| **m).map(|(p, _)| p).collect(),
+        fixed: Vec::new(),
+        defined: vec![ret_ident],
+        whole_function: true,
+    };
+    let mut stmts = emit::fragment(frag, ctx);
+    let tail: Expr = match tail_read {
+        Some(m) => syn::parse_quote!(__janus_ret.#m()),
+        None => syn::parse_quote!(__janus_ret),
+    };
+    stmts.push(Stmt::Expr(tail, None));
+    f.block.stmts = stmts;
+    true
+}

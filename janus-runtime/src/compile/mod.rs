@@ -1,0 +1,391 @@
+//! Compilation: a recorded graph optimised (`passes`), lowered to an executor (`exec`), with
+//! its backward derived symbolically (`grad_graph`) and compiled lazily, once per set of
+//! outputs that receive cotangents. [`Compiled`] is what a `#[janus]` fragment replays;
+//! [`trace`] (`function.rs`) compiles a whole function of tensors.
+
+mod function;
+
+pub use function::{Traced, trace};
+
+use crate::autograd::sum::GradPart;
+use crate::autograd::{CustomBackward, GradMeta, GradNode, NodeBackward, is_grad_enabled};
+use crate::exec::{Executor, MemoryPlan};
+use crate::grad_graph::{Derivative, derive};
+use crate::graph::{Graph, GraphBuilder, Node, NodeId, NodeOp};
+use crate::ops::{F64Bits, Full, Op};
+use crate::passes::{PassStats, optimize};
+use crate::random;
+use crate::tensor::Tensor;
+use smallvec::SmallVec;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+/// How a replayed output reproduces the grad flags and the identity the eager call gave it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum OutGrad {
+    /// No autograd history.
+    Plain,
+    /// Fresh gradient leaf `j` (`requires_grad()` inside the function): the same tensor as the
+    /// leaf the replay's autograd node points to.
+    Leaf(usize),
+    /// Differentiable output number `k` of the derivative.
+    Diff(usize),
+    /// Input `k` passed through: the caller's own handle is returned (DESIGN §13 rule 9).
+    Input(usize),
+    /// The same handle as output `k` (an earlier one), as in the eager call.
+    Same(usize),
+}
+
+/// What the eager call gave one output: the autograd facts a replay must reproduce.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OutKind {
+    /// A gradient leaf.
+    pub leaf: bool,
+    /// Autograd history (needs gradients and is not a leaf).
+    pub history: bool,
+    /// The first output that is the same tensor (itself if none before it is).
+    pub same_as: usize,
+}
+
+impl OutKind {
+    /// The kinds of `outs`, as an eager call produced them.
+    pub fn of(outs: &[&Tensor]) -> Vec<OutKind> {
+        (0..outs.len())
+            .map(|k| OutKind {
+                leaf: outs[k].is_leaf(),
+                history: outs[k].needs_grad() && !outs[k].is_leaf(),
+                same_as: outs[..k].iter().position(|o| o.same(outs[k])).unwrap_or(k),
+            })
+            .collect()
+    }
+}
+
+/// A compiled variant: the optimised executor and everything a replay needs.
+pub struct Compiled {
+    name: String,
+    recorded: Graph,
+    exec: Executor,
+    stats: PassStats,
+    num_outputs: usize,
+    /// Residual outputs of the forward executor (after the outputs).
+    num_residuals: usize,
+    /// The fresh leaves' values follow the residuals.
+    num_leaves: usize,
+    out_grad: Vec<OutGrad>,
+    /// Ops of the recording (the eager op calls one replay stands for).
+    recorded_ops: u64,
+    grad: Option<GradParts>,
+    /// Milliseconds spent optimising and compiling (recording excluded).
+    pub compile_ms: f64,
+}
+
+struct GradParts {
+    derivative: Derivative,
+    backward: BackwardCache,
+}
+
+/// Per set of cotangents: the backward executor and the ops of its derived graph.
+type BackwardCache = Mutex<HashMap<Vec<bool>, (Arc<Executor>, u64)>>;
+
+/// Counts the ops of replayed backward graphs (for `janus::stats()` coverage): one relaxed add
+/// per run, not one per op. (Forward replays are counted by their caller, from the number of
+/// replays and [`Compiled::recorded_ops`].)
+pub(crate) trait OpSink: Send + Sync + std::panic::RefUnwindSafe {
+    /// A backward run ran `ops` derived ops.
+    fn backward(&self, ops: u64);
+}
+
+/// Ops of a graph that stand for eager op calls (not inputs, stream states or markers).
+pub(crate) fn op_calls(g: &Graph) -> u64 {
+    g.nodes.iter().filter(|n| matches!(&n.op, NodeOp::Op(op) if !op.is_marker())).count() as u64
+}
+
+impl Compiled {
+    /// Compiles a recorded graph; `needs[k]` says whether input `k` needs gradients and
+    /// `out_kinds` what the eager call gave each output. Fails when a replay could not give
+    /// the outputs the same autograd history and identity.
+    pub fn new(
+        name: &str,
+        recorded: Graph,
+        needs: &[bool],
+        out_kinds: &[OutKind],
+    ) -> Result<Compiled, String> {
+        let t0 = Instant::now();
+        let any_history = out_kinds.iter().any(|o| o.history);
+        let (grad, mut to_run, num_residuals) = if any_history {
+            let d = crate::ops::uncounted(|| derive(&recorded, needs));
+            let (fwd, n_res) = (d.forward.clone(), d.num_residuals);
+            (Some(GradParts { derivative: d, backward: Mutex::new(HashMap::new()) }), fwd, n_res)
+        } else {
+            (None, recorded.clone(), 0)
+        };
+        let leaves: Vec<NodeId> = match &grad {
+            Some(g) => g.derivative.fresh_leaves.clone(),
+            None => {
+                let l = fresh_leaf_nodes(&recorded);
+                to_run.outputs.extend(l.iter().copied());
+                l
+            }
+        };
+        let mut out_grad = Vec::with_capacity(out_kinds.len());
+        for (k, kind) in out_kinds.iter().enumerate() {
+            let node = recorded.outputs[k];
+            let diff = grad.as_ref().and_then(|g| g.derivative.diff_outputs.iter().position(|&o| o == k));
+            let og = if kind.same_as != k {
+                OutGrad::Same(kind.same_as)
+            } else if let NodeOp::Input(i) = recorded.node(node).op {
+                OutGrad::Input(i)
+            } else if let Some(j) = leaves.iter().position(|&l| l == node) {
+                OutGrad::Leaf(j)
+            } else {
+                OutGrad::Plain
+            };
+            let ok = match og {
+                OutGrad::Same(_) | OutGrad::Input(_) => true,
+                OutGrad::Leaf(_) => kind.leaf,
+                _ => !kind.leaf && kind.history == diff.is_some(),
+            };
+            if !ok {
+                return Err(format!(
+                    "output {k} would replay with other autograd history than eager mode gave it ({kind:?})"
+                ));
+            }
+            out_grad.push(match (og, diff) {
+                (OutGrad::Plain, Some(j)) => OutGrad::Diff(j),
+                _ => og,
+            });
+        }
+        let (optimised, stats) = crate::ops::uncounted(|| optimize(to_run));
+        crate::graph::dump::dump(&format!("{name}-forward"), &optimised);
+        let exec = Executor::compile(optimised);
+        Ok(Compiled {
+            name: name.to_string(),
+            num_outputs: recorded.outputs.len(),
+            num_residuals,
+            num_leaves: leaves.len(),
+            recorded_ops: op_calls(&recorded),
+            recorded,
+            exec,
+            stats,
+            out_grad,
+            grad,
+            compile_ms: t0.elapsed().as_secs_f64() * 1e3,
+        })
+    }
+
+    /// The generated elementwise kernels a CUDA run of this graph uses: the forward executor's
+    /// and every backward executor compiled so far (for tests that compile them without a GPU).
+    pub fn cuda_kernels(&self) -> Vec<janus_kernels::cuda::codegen::EwSpec> {
+        let mut v = self.exec.cuda_kernels();
+        if let Some(g) = &self.grad {
+            for (e, _) in g.backward.lock().unwrap().values() {
+                v.extend(e.cuda_kernels());
+            }
+        }
+        v
+    }
+
+    /// CUDA runs of the forward executor: `(CUDA-graph replays, step-by-step runs)`.
+    pub fn cuda_runs(&self) -> (u64, u64) {
+        self.exec.cuda_runs()
+    }
+
+    /// The ops of the recording (the eager op calls one replay stands for).
+    pub fn recorded_ops(&self) -> u64 {
+        self.recorded_ops
+    }
+
+    /// The graph as recorded.
+    pub fn recorded_graph(&self) -> &Graph {
+        &self.recorded
+    }
+
+    /// The optimised graph that runs.
+    pub fn graph(&self) -> &Graph {
+        self.exec.graph()
+    }
+
+    /// What the passes did.
+    pub fn pass_stats(&self) -> &PassStats {
+        &self.stats
+    }
+
+    /// The executor's memory plan.
+    pub fn memory_plan(&self) -> &MemoryPlan {
+        self.exec.memory_plan()
+    }
+
+    /// Runs on `inputs` (the recorded signature); draws random numbers from this thread's stream
+    /// and reproduces the recorded outputs' grad flags and identities.
+    pub fn replay(self: &Arc<Self>, inputs: &[Tensor]) -> Vec<Tensor> {
+        self.replay_counted(inputs, None)
+    }
+
+    /// [`replay`](Compiled::replay), counting the ops its backward runs into `sink`.
+    pub(crate) fn replay_counted(
+        self: &Arc<Self>,
+        inputs: &[Tensor],
+        sink: Option<&'static dyn OpSink>,
+    ) -> Vec<Tensor> {
+        let rng = self.exec.graph().rng;
+        let mut args: Vec<Tensor> = Vec::with_capacity(inputs.len() + 1);
+        args.extend_from_slice(inputs);
+        let mut rng_after = None;
+        if let Some(r) = rng {
+            let (key, counter) = random::stream_position();
+            let state = Tensor::from_buffer(
+                janus_kernels::CpuBuffer::I64(vec![key as i64, counter as i64]),
+                [2].into(),
+            );
+            args.insert(r.input, state);
+            rng_after = Some((key, counter.wrapping_add(r.blocks)));
+        }
+        let mut outs = self.exec.run(args);
+        // Advanced only once the run succeeded: a replay that panics leaves the stream as the
+        // statements that run instead expect it.
+        if let Some((key, counter)) = rng_after {
+            random::set_stream_position(key, counter);
+        }
+        let mut residuals = outs.split_off(self.num_outputs);
+        let leaves: Vec<Tensor> = if self.num_leaves == 0 {
+            Vec::new()
+        } else {
+            let values = residuals.split_off(self.num_residuals);
+            values
+                .into_iter()
+                .map(|t| Tensor::from_parts(t.shape().clone(), t.dtype(), t.0.data.clone(), GradMeta::Leaf))
+                .collect()
+        };
+        let attach = self.grad.is_some() && is_grad_enabled();
+        let node = attach.then(|| {
+            let d = &self.grad.as_ref().unwrap().derivative;
+            let edges: Vec<Tensor> = (d.grad_inputs.iter().map(|&k| inputs[k].clone()))
+                .chain(d.grad_leaves.iter().map(|&j| leaves[j].clone()))
+                .collect();
+            GradNode::new(
+                edges,
+                NodeBackward::Custom(Box::new(Backward { compiled: self.clone(), residuals, sink })),
+            )
+        });
+        // In place: a replay allocates nothing here.
+        for k in 0..outs.len() {
+            let rebuilt = match (self.out_grad[k], &node) {
+                (OutGrad::Input(i), _) => inputs[i].clone(),
+                (OutGrad::Leaf(j), _) => leaves[j].clone(),
+                (OutGrad::Same(m), _) => outs[m].clone(),
+                (OutGrad::Diff(d), Some(node)) => outs[k].clone().with_node(node.clone(), d),
+                _ => continue,
+            };
+            outs[k] = rebuilt;
+        }
+        outs
+    }
+
+    /// The backward executor for this set of cotangents, compiled on first use.
+    fn backward_for(&self, mask: &[bool]) -> (Arc<Executor>, u64) {
+        let g = self.grad.as_ref().expect("only differentiable variants have a backward");
+        let mut cache = g.backward.lock().unwrap();
+        if let Some(e) = cache.get(mask) {
+            return e.clone();
+        }
+        let specialised = without_cotangents(&g.derivative, mask);
+        let ops = op_calls(&specialised);
+        let (optimised, _) = crate::ops::uncounted(|| optimize(specialised));
+        crate::graph::dump::dump(&format!("{}-backward", self.name), &optimised);
+        let e = (Arc::new(Executor::compile(optimised)), ops);
+        cache.insert(mask.to_vec(), e.clone());
+        e
+    }
+}
+
+/// The `FreshLeaf` nodes of `g`, in order.
+fn fresh_leaf_nodes(g: &Graph) -> Vec<NodeId> {
+    (0..g.nodes.len())
+        .filter(|&i| g.nodes[i].op == NodeOp::Op(Op::FreshLeaf))
+        .map(|i| NodeId(i as u32))
+        .collect()
+}
+
+/// The backward graph with the cotangents absent from `mask` replaced by zeros.
+fn without_cotangents(d: &Derivative, mask: &[bool]) -> Graph {
+    let bw = &d.backward;
+    let n_res = bw.inputs.len() - d.diff_outputs.len();
+    let mut b = GraphBuilder::new();
+    let mut map: Vec<NodeId> = Vec::with_capacity(bw.nodes.len());
+    for node in &bw.nodes {
+        let id = match node.op {
+            NodeOp::Input(k) if k < n_res || mask[k - n_res] => {
+                b.input(bw.inputs[k].name.clone(), node.ty.clone())
+            }
+            NodeOp::Input(_) => b.push(Node {
+                op: NodeOp::Op(Op::Full(Full {
+                    shape: node.ty.shape.clone(),
+                    dtype: node.ty.dtype,
+                    value: F64Bits::new(0.0),
+                    device: crate::Device::Cpu,
+                })),
+                inputs: SmallVec::new(),
+                ty: node.ty.clone(),
+                span: None,
+            }),
+            _ => {
+                let inputs = node.inputs.iter().map(|a| map[a.index()]).collect();
+                b.push(Node { op: node.op.clone(), inputs, ty: node.ty.clone(), span: node.span })
+            }
+        };
+        map.push(id);
+    }
+    b.finish(bw.outputs.iter().map(|o| map[o.index()]).collect())
+}
+
+/// The autograd node of one replay: residuals saved by the forward, the compiled backward.
+struct Backward {
+    compiled: Arc<Compiled>,
+    residuals: Vec<Tensor>,
+    sink: Option<&'static dyn OpSink>,
+}
+
+impl CustomBackward for Backward {
+    fn num_outputs(&self) -> usize {
+        self.compiled.grad.as_ref().map_or(0, |g| g.derivative.diff_outputs.len())
+    }
+
+    fn backward(&self, _inputs: &[Tensor], grads: &[Option<Tensor>]) -> Vec<Option<GradPart>> {
+        let mask: Vec<bool> = grads.iter().map(Option::is_some).collect();
+        let (exec, ops) = self.compiled.backward_for(&mask);
+        let mut args = self.residuals.clone();
+        args.extend(grads.iter().flatten().cloned());
+        let mut outs = exec.run(args).into_iter();
+        if let Some(sink) = self.sink {
+            sink.backward(ops);
+        }
+        let d = &self.compiled.grad.as_ref().expect("differentiable variant").derivative;
+        d.outer
+            .iter()
+            .enumerate()
+            .map(|(k, &o)| {
+                let first = outs.next().expect("one output per gradient");
+                let part = if o {
+                    GradPart::Outer(first, outs.next().expect("two factors"))
+                } else {
+                    GradPart::Dense(first)
+                };
+                // No cotangent reached this input: no gradient, as in eager mode.
+                d.depends.iter().zip(&mask).any(|(dep, &m)| m && dep[k]).then_some(part)
+            })
+            .collect()
+    }
+}
+
+impl Tensor {
+    /// A handle of this value as output `index` of autograd node `node`.
+    pub(crate) fn with_node(self, node: Arc<GradNode>, index: usize) -> Tensor {
+        Tensor::from_parts(
+            self.shape().clone(),
+            self.dtype(),
+            self.0.data.clone(),
+            GradMeta::Node(node, index),
+        )
+    }
+}

@@ -1,0 +1,136 @@
+//! The CPU backend: the lowered steps run over per-dtype arenas of host memory (see
+//! `frame.rs`, which holds all of the executor's `unsafe`), on the calling thread or on two
+//! workers (`schedule.rs`). Each run takes an arena from a pool (one per concurrent caller), so
+//! threads share compiled code but never buffers, and after the first run no intermediate
+//! buffer is allocated.
+
+mod frame;
+pub(crate) mod schedule;
+pub(crate) mod steps;
+
+use super::lower::{BufRef, Lowered};
+use crate::tensor::{Data, Tensor};
+use frame::{Arenas, Frame, output_buffer};
+use std::sync::{Arc, Mutex};
+
+/// The CPU side of an executor.
+pub(crate) struct CpuPlan {
+    schedule: schedule::Schedule,
+    pool: Mutex<Vec<(Arenas, schedule::Scratch)>>,
+    /// Per memo: the storage of the input it was made from (held, so its address stays
+    /// unique), and the copy.
+    memo_cache: Vec<Mutex<Option<(Tensor, Tensor)>>>,
+}
+
+impl CpuPlan {
+    pub(crate) fn new(l: &Lowered) -> CpuPlan {
+        CpuPlan {
+            schedule: schedule::build(l),
+            pool: Mutex::new(Vec::new()),
+            memo_cache: l.memos.iter().map(|_| Mutex::new(None)).collect(),
+        }
+    }
+
+    /// Whether runs use two workers.
+    pub(crate) fn is_parallel(&self) -> bool {
+        self.schedule.parallel
+    }
+
+    /// The memoised dense copies of input views for this run: reused while the same values come
+    /// back (the same storage, whatever the handle), made afresh otherwise.
+    fn memos(&self, l: &Lowered, inputs: &[Tensor]) -> Vec<Tensor> {
+        l.memos
+            .iter()
+            .zip(&self.memo_cache)
+            .map(|(&(k, src), cache)| {
+                let key = inputs[k].storage_key();
+                let mut slot = cache.lock().unwrap();
+                if let Some((source, t)) = &*slot
+                    && source.storage_key() == key
+                {
+                    return t.clone();
+                }
+                let v = l.vals[src].as_ref().expect("memo sources have values");
+                let d = inputs[k].data();
+                let view = Tensor::from_parts(
+                    v.shape.clone(),
+                    v.dtype,
+                    Some(d.view(v.strides.clone(), d.offset + v.offset)),
+                    Default::default(),
+                );
+                let t = dense_input(&view);
+                *slot = Some((inputs[k].clone(), t.clone()));
+                t
+            })
+            .collect()
+    }
+
+    /// Whether this run may use the two-worker schedule: not from inside a rayon task, where
+    /// both workers would compete with the caller's own parallel work.
+    fn parallel_allowed(&self) -> bool {
+        rayon::current_thread_index().is_none() && !crate::config::config().serial
+    }
+
+    /// Runs the steps on `inputs` (host tensors).
+    pub(crate) fn run(&self, l: &Lowered, mut inputs: Vec<Tensor>) -> Vec<Tensor> {
+        for t in &mut inputs {
+            if !t.is_contiguous() {
+                *t = dense_input(t);
+            }
+        }
+        let dense = inputs;
+        let pooled = self.pool.lock().unwrap().pop();
+        let (mut arenas, mut scratch) =
+            pooled.unwrap_or_else(|| (Arenas::new(l.plan.arena_len), Default::default()));
+        let mut outs: Vec<_> = l.output_bufs.iter().map(|&(d, n)| output_buffer(d, n)).collect();
+        let memos = self.memos(l, &dense);
+        {
+            let frame = Frame::new(&dense, &l.consts, &memos, &mut arenas, &mut outs);
+            let (steps, vals) = (&l.steps, &l.vals);
+            if self.schedule.parallel && self.parallel_allowed() {
+                schedule::run_parallel(&self.schedule, &mut scratch, &|s| {
+                    steps::run_step(&steps[s], vals, &frame)
+                });
+            } else {
+                for step in steps {
+                    steps::run_step(step, vals, &frame);
+                }
+            }
+        }
+        self.pool.lock().unwrap().push((arenas, scratch));
+        let outs: Vec<Arc<janus_kernels::CpuBuffer>> = outs.into_iter().map(Arc::new).collect();
+        l.outputs
+            .iter()
+            .map(|&o| {
+                let v = l.vals[o].as_ref().expect("outputs have values");
+                let data = match v.buf {
+                    BufRef::Output(k) => {
+                        Data::shared(outs[k].clone(), &v.shape).view(v.strides.clone(), v.offset)
+                    }
+                    BufRef::Input(k) => {
+                        let d = dense[k].data();
+                        d.view(v.strides.clone(), d.offset + v.offset)
+                    }
+                    BufRef::Const(k) => {
+                        let d = l.consts[k].data();
+                        d.view(v.strides.clone(), d.offset + v.offset)
+                    }
+                    BufRef::Memo(k) => {
+                        let d = memos[k].data();
+                        d.view(v.strides.clone(), d.offset + v.offset)
+                    }
+                    BufRef::Arena(_) => unreachable!("values reaching an output live in output buffers"),
+                };
+                Tensor::from_parts(v.shape.clone(), v.dtype, Some(data), Default::default())
+            })
+            .collect()
+    }
+}
+
+/// A contiguous copy of `t`.
+fn dense_input(t: &Tensor) -> Tensor {
+    let buf = janus_kernels::with_any_type!(t.dtype(), T => {
+        janus_kernels::buffer::Stored::wrap(t.contiguous_slice::<T>().into_owned())
+    });
+    Tensor::from_buffer(buf, t.shape().clone())
+}

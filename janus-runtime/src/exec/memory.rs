@@ -1,0 +1,418 @@
+//! Memory planning: liveness of every computed value, and their placement in one arena per
+//! dtype, reusing a range once its previous occupant's last reader has run; a `matmul_add`
+//! whose addend dies at that step accumulates in place. [`check`] states the invariants every
+//! `unsafe` access of the executor's steps relies on, and the tests check them on random
+//! graphs.
+
+use super::lower::{BufRef, Lowered, Placement, Step, StepKind, ValRef, is_dense};
+use crate::DType;
+use crate::graph::Graph;
+use crate::tensor::Tensor;
+use smallvec::SmallVec;
+
+/// Planned memory: arena sizes per dtype and the byte counts a report needs.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct MemoryPlan {
+    /// Arena elements for f32, f64, i64, bool.
+    pub arena_len: [usize; 4],
+    /// Bytes of the planned arenas (the peak of intermediate storage).
+    pub planned_bytes: usize,
+    /// Bytes if every intermediate had a buffer of its own.
+    pub naive_bytes: usize,
+    /// Intermediates placed in a range another value used before.
+    pub buffers_reused: usize,
+    /// `matmul_add` steps that accumulate into their addend's buffer.
+    pub in_place: usize,
+}
+
+/// A free arena range and the values that occupied it (readers of those must finish before a new
+/// value is written there, when steps run in parallel).
+#[derive(Clone)]
+struct FreeBlock {
+    start: usize,
+    len: usize,
+    prev: SmallVec<[usize; 4]>,
+}
+
+/// Returns a range to the free list, merging it with free neighbours.
+fn release(free: &mut Vec<FreeBlock>, mut b: FreeBlock) {
+    while let Some(k) = free.iter().position(|f| f.start + f.len == b.start || b.start + b.len == f.start) {
+        let f = free.swap_remove(k);
+        b.start = b.start.min(f.start);
+        b.len += f.len;
+        b.prev.extend(f.prev);
+    }
+    free.push(b);
+}
+
+pub(crate) fn dtype_slot(d: DType) -> usize {
+    match d {
+        DType::F32 => 0,
+        DType::F64 => 1,
+        DType::I64 => 2,
+        DType::Bool => 3,
+    }
+}
+
+/// Liveness and buffer assignment.
+// Long by design: liveness, the free lists and the reuse order are one sweep over the steps.
+pub(crate) fn assign_buffers(
+    g: &Graph,
+    steps: Vec<Step>,
+    layout: Vec<Option<Placement>>,
+    consts: Vec<Tensor>,
+    const_of: Vec<Option<usize>>,
+    input_of: Vec<Option<usize>>,
+    memo_of: &[Option<usize>],
+) -> Lowered {
+    let n = g.nodes.len();
+    let root = |i: usize| layout[i].as_ref().unwrap().root;
+    let mut def_step = vec![usize::MAX; n];
+    let mut last_use = vec![0usize; n];
+    for (s, st) in steps.iter().enumerate() {
+        for w in st.kind.writes() {
+            def_step[w] = s;
+            last_use[w] = last_use[w].max(s);
+        }
+        for r in st.kind.reads() {
+            let r = root(r);
+            last_use[r] = last_use[r].max(s);
+        }
+    }
+    // Roots reaching the outputs get output buffers.
+    let mut out_slot: Vec<Option<usize>> = vec![None; n];
+    let mut output_bufs: Vec<(DType, usize)> = Vec::new();
+    for o in &g.outputs {
+        let r = root(o.index());
+        if def_step[r] != usize::MAX && out_slot[r].is_none() {
+            out_slot[r] = Some(output_bufs.len());
+            output_bufs.push((g.nodes[r].ty.dtype, g.nodes[r].ty.shape.numel()));
+        }
+    }
+    // Arena assignment in step order.
+    let mut plan = MemoryPlan::default();
+    let mut arena_start: Vec<Option<usize>> = vec![None; n];
+    let mut free: [Vec<FreeBlock>; 4] = Default::default();
+    let mut reuse_after: Vec<SmallVec<[usize; 4]>> = vec![SmallVec::new(); steps.len()];
+    let mut readers: Vec<SmallVec<[usize; 4]>> = vec![SmallVec::new(); n];
+    for (s, st) in steps.iter().enumerate() {
+        for r in st.kind.reads() {
+            readers[root(r)].push(s);
+        }
+    }
+    let mut dying: Vec<Vec<usize>> = vec![Vec::new(); steps.len()];
+    for (i, &d) in def_step.iter().enumerate() {
+        if d != usize::MAX && out_slot[i].is_none() {
+            dying[last_use[i].max(d)].push(i);
+        }
+    }
+    for (s, st) in steps.iter().enumerate() {
+        for w in st.kind.writes() {
+            if out_slot[w].is_some() {
+                continue;
+            }
+            let ty = &g.nodes[w].ty;
+            let (slot, need) = (dtype_slot(ty.dtype), ty.shape.numel());
+            plan.naive_bytes += need * ty.dtype.size_in_bytes();
+            // In place: the addend of a GEMM that dies here, dense, of the result's shape, and
+            // not also one of the factors.
+            if let StepKind::MatMul { a, b, c: Some(c), .. } = st.kind
+                && c == root(c)
+                && root(a) != c
+                && root(b) != c
+                && let Some(start) = arena_start[c]
+                && last_use[c] == s
+                && g.nodes[c].ty == *ty
+                && is_dense(layout[c].as_ref().unwrap(), &ty.shape)
+            {
+                arena_start[w] = Some(start);
+                dying[s].retain(|&v| v != c);
+                // Every other reader of the addend must be done before it is overwritten.
+                reuse_after[s].extend(readers[c].iter().copied().filter(|&x| x < s));
+                plan.in_place += 1;
+                continue;
+            }
+            let fit = free[slot]
+                .iter()
+                .enumerate()
+                .filter(|(_, b)| b.len >= need)
+                .min_by_key(|(_, b)| b.len)
+                .map(|(k, _)| k);
+            let start = match fit {
+                Some(k) => {
+                    let block = free[slot].swap_remove(k);
+                    if block.len > need {
+                        free[slot].push(FreeBlock {
+                            start: block.start + need,
+                            len: block.len - need,
+                            prev: block.prev.clone(),
+                        });
+                    }
+                    // Whoever used this range before must be done with it first.
+                    for &p in &block.prev {
+                        reuse_after[s]
+                            .extend(readers[p].iter().copied().chain([def_step[p]]).filter(|&x| x < s));
+                    }
+                    plan.buffers_reused += 1;
+                    block.start
+                }
+                None => {
+                    let start = plan.arena_len[slot];
+                    plan.arena_len[slot] += need;
+                    start
+                }
+            };
+            arena_start[w] = Some(start);
+        }
+        for &v in &dying[s] {
+            if let Some(start) = arena_start[v] {
+                let ty = &g.nodes[v].ty;
+                release(
+                    &mut free[dtype_slot(ty.dtype)],
+                    FreeBlock { start, len: ty.shape.numel(), prev: SmallVec::from_slice(&[v]) },
+                );
+            }
+        }
+    }
+    plan.planned_bytes = [DType::F32, DType::F64, DType::I64, DType::Bool]
+        .iter()
+        .map(|d| plan.arena_len[dtype_slot(*d)] * d.size_in_bytes())
+        .sum();
+    // Values.
+    let vals: Vec<Option<ValRef>> = (0..n)
+        .map(|i| {
+            let l = layout[i].as_ref()?;
+            let r = l.root;
+            let rty = &g.nodes[r].ty;
+            let buf = if let Some(k) = input_of[r] {
+                BufRef::Input(k)
+            } else if let Some(k) = const_of[r] {
+                BufRef::Const(k)
+            } else if let Some(k) = memo_of[r] {
+                BufRef::Memo(k)
+            } else if let Some(k) = out_slot[r] {
+                BufRef::Output(k)
+            } else {
+                BufRef::Arena(arena_start[r]?)
+            };
+            Some(ValRef {
+                buf,
+                len: rty.shape.numel(),
+                dtype: g.nodes[i].ty.dtype,
+                shape: g.nodes[i].ty.shape.clone(),
+                strides: l.strides.clone(),
+                offset: l.offset,
+            })
+        })
+        .collect();
+    let outputs = g.outputs.iter().map(|o| o.index()).collect();
+    let roots = (0..n).map(|i| layout[i].as_ref().map_or(i, |l| l.root)).collect();
+    Lowered { steps, vals, consts, outputs, output_bufs, plan, reuse_after, roots, memos: Vec::new() }
+}
+
+/// Checks the plan's safety invariant: no step writes a region it also reads or writes twice,
+/// unless it is an in-place GEMM accumulation into its own addend.
+pub(crate) fn validate(l: &Lowered) {
+    let region = |i: usize| {
+        let v = l.vals[i].as_ref().expect("value");
+        if v.len == 0 {
+            return None; // an empty region touches no memory
+        }
+        match v.buf {
+            BufRef::Arena(s) => Some((dtype_slot(v.dtype), s, s + v.len, true)),
+            BufRef::Output(k) => Some((usize::MAX - k, 0, v.len, false)),
+            _ => None,
+        }
+    };
+    let overlap =
+        |a: (usize, usize, usize, bool), b: (usize, usize, usize, bool)| a.0 == b.0 && a.1 < b.2 && b.1 < a.2;
+    for st in &l.steps {
+        let writes: Vec<_> = st.kind.writes().iter().filter_map(|&w| region(w)).collect();
+        for (i, w) in writes.iter().enumerate() {
+            for w2 in &writes[i + 1..] {
+                assert!(!overlap(*w, *w2), "executor plan: a step writes overlapping regions");
+            }
+        }
+        let in_place = match st.kind {
+            StepKind::MatMul { c: Some(c), out, .. } => {
+                region(c).zip(region(out)).filter(|(a, b)| a == b).map(|_| c)
+            }
+            _ => None,
+        };
+        for r in st.kind.reads() {
+            if Some(r) == in_place {
+                continue;
+            }
+            if let Some(rr) = region(r) {
+                assert!(
+                    !writes.iter().any(|w| overlap(*w, rr)),
+                    "executor plan: a step reads a region it writes"
+                );
+            }
+        }
+    }
+}
+
+/// The invariants every `unsafe` access of the steps relies on, beyond [`validate`]'s
+/// per-step ones: two arena values whose regions overlap are never live at once (a value is
+/// live from the step that writes it to the last step reading it or a view of it), except a
+/// GEMM accumulating in place into an addend that dies there; and under the two-worker
+/// schedule, every step touching the earlier occupant of a region is ordered before the step
+/// that writes the later one (through data dependencies or `reuse_after`).
+pub(crate) fn check(l: &Lowered) -> Result<(), String> {
+    let n = l.vals.len();
+    let mut def = vec![usize::MAX; n];
+    let mut users: Vec<Vec<usize>> = vec![Vec::new(); n];
+    for (s, st) in l.steps.iter().enumerate() {
+        for w in st.kind.writes() {
+            def[w] = s;
+            users[w].push(s);
+        }
+        for r in st.kind.reads() {
+            users[l.roots[r]].push(s);
+        }
+    }
+    // Steps each step waits for: the writers of what it reads, and `reuse_after`.
+    let preds: Vec<Vec<usize>> = l
+        .steps
+        .iter()
+        .enumerate()
+        .map(|(s, st)| {
+            let mut p: Vec<usize> =
+                st.kind.reads().iter().map(|&r| def[l.roots[r]]).filter(|&d| d < s).collect();
+            p.extend(l.reuse_after[s].iter().copied());
+            p
+        })
+        .collect();
+    let before = |a: usize, b: usize| -> bool {
+        // Whether step `a` is a (transitive) predecessor of step `b`.
+        let mut stack = vec![b];
+        let mut seen = vec![false; l.steps.len()];
+        while let Some(x) = stack.pop() {
+            for &p in &preds[x] {
+                if p == a {
+                    return true;
+                }
+                if !seen[p] {
+                    seen[p] = true;
+                    stack.push(p);
+                }
+            }
+        }
+        false
+    };
+    let arena: Vec<(usize, usize, usize, usize, usize)> = (0..n)
+        .filter(|&i| l.roots[i] == i && def[i] != usize::MAX)
+        .filter_map(|i| {
+            let v = l.vals[i].as_ref()?;
+            match v.buf {
+                BufRef::Arena(start) if v.len > 0 => {
+                    let last = users[i].iter().copied().max().unwrap_or(def[i]);
+                    Some((i, dtype_slot(v.dtype), start, start + v.len, last))
+                }
+                _ => None,
+            }
+        })
+        .collect();
+    for (x, &(a, sa, a0, a1, a_last)) in arena.iter().enumerate() {
+        for &(b, sb, b0, b1, b_last) in &arena[x + 1..] {
+            if sa != sb || a1 <= b0 || b1 <= a0 {
+                continue;
+            }
+            let (first, f_last, second) = if def[a] <= def[b] { (a, a_last, b) } else { (b, b_last, a) };
+            let in_place = matches!(l.steps[def[second]].kind, StepKind::MatMul { c: Some(c), .. } if c == first)
+                && f_last == def[second];
+            if f_last >= def[second] && !in_place {
+                return Err(format!("values {first} and {second} share arena memory while both are live"));
+            }
+            for &u in users[first].iter().filter(|&&u| u != def[second]) {
+                if !before(u, def[second]) {
+                    return Err(format!(
+                        "step {u} (using value {first}) is not ordered before step {} overwriting its memory",
+                        def[second]
+                    ));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::passes::testing::trace;
+
+    /// A small deterministic generator (SplitMix64).
+    struct Rng(u64);
+    impl Rng {
+        fn below(&mut self, n: usize) -> usize {
+            self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            let mut z = self.0;
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            ((z ^ (z >> 31)) % n as u64) as usize
+        }
+    }
+
+    /// A random program over `[r, c]` matrices: elementwise chains, products (with and without
+    /// addends), reductions and softmaxes, reusing earlier values at random; optimised and
+    /// lowered, its plan must satisfy [`check`].
+    fn random_plan(seed: u64) -> Result<(), String> {
+        let mut rng = Rng(seed);
+        let (r, c) = (1 + rng.below(9), 1 + rng.below(9));
+        let inputs = [Tensor::ones([r, c]), Tensor::ones([c, c]), Tensor::ones([c])];
+        let steps = 4 + rng.below(24);
+        let choices: Vec<usize> = (0..steps * 3).map(|_| rng.below(1000)).collect();
+        let g = trace(&inputs, |x| {
+            let mut vals = vec![x[0].clone()];
+            for k in 0..steps {
+                let pick = |j: usize| vals[choices[3 * k + j] % vals.len()].clone();
+                let a = pick(0);
+                let v = match choices[3 * k + 2] % 7 {
+                    0 => (&a * 2.0 + &x[2]).tanh(),
+                    1 => a.matmul(&x[1]),
+                    2 => a.matmul(&x[1]) + pick(1),
+                    3 => a.softmax(1) * pick(1),
+                    4 => (a.sum_keepdim(1) + pick(1)).sigmoid(),
+                    5 => a.exp().clamp(-3.0, 3.0) - pick(1),
+                    _ => a.max_keepdim(1).broadcast_to([r, c]) + &a,
+                };
+                vals.push(v);
+            }
+            let n = vals.len();
+            vec![vals[n - 1].clone(), vals[n / 2].clone()]
+        });
+        let (g, _) = crate::passes::optimize(g);
+        let l = super::super::lower::lower(&g);
+        validate(&l);
+        check(&l)
+    }
+
+    #[test]
+    fn random_plans_never_overlap_live_values() {
+        for seed in 0..300 {
+            random_plan(seed).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+        }
+    }
+
+    #[test]
+    fn the_check_catches_an_overlap() {
+        let g = trace(&[Tensor::ones([4, 4])], |x| {
+            let a = x[0].exp();
+            let b = a.matmul(&x[0]);
+            let c = b.matmul(&x[0]) + &a; // `a` is live until here
+            vec![c.tanh()]
+        });
+        let (g, _) = crate::passes::optimize(g);
+        let mut l = super::super::lower::lower(&g);
+        assert!(check(&l).is_ok());
+        // Put every arena value at offset 0: some live ones now share memory.
+        for v in l.vals.iter_mut().flatten() {
+            if let BufRef::Arena(_) = v.buf {
+                v.buf = BufRef::Arena(0);
+            }
+        }
+        assert!(check(&l).is_err(), "an overlap of live values went unnoticed");
+    }
+}

@@ -1,0 +1,78 @@
+//! [`Layout`]: where a strided view's elements are (shape, strides and offset, in elements).
+//! The one definition of broadcasting strides, density and GEMM operand layouts, shared by the
+//! eager kernels (CPU and CUDA), the executor's lowering and both executor backends.
+
+use crate::shape::Strides;
+use janus_kernels::matmul::MatLayout;
+
+/// A strided view: element `[i0, .., ik]` is at `offset + Σ i_d * strides[d]`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Layout<'a> {
+    /// Dimensions.
+    pub shape: &'a [usize],
+    /// Elements between neighbours along each dimension.
+    pub strides: &'a [usize],
+    /// Position of element 0.
+    pub offset: usize,
+}
+
+impl<'a> Layout<'a> {
+    /// A view of `shape` with these strides and offset.
+    pub fn new(shape: &'a [usize], strides: &'a [usize], offset: usize) -> Self {
+        Layout { shape, strides, offset }
+    }
+
+    /// Strides that read this view at every index of the (larger or equal) broadcast shape
+    /// `out` (NumPy rules: missing leading and size-1 dimensions get stride 0).
+    pub fn broadcast_to(&self, out: &[usize]) -> Strides {
+        let lead = out.len() - self.shape.len();
+        let mut s: Strides = smallvec::smallvec![0; out.len()];
+        for (i, (&len, &st)) in self.shape.iter().zip(self.strides).enumerate() {
+            s[lead + i] = if len == 1 { 0 } else { st };
+        }
+        s
+    }
+
+    /// Whether the view is row-major contiguous (size-1 dimensions may have any stride; the
+    /// offset may be non-zero).
+    pub fn is_dense(&self) -> bool {
+        let mut expect = 1;
+        for (&len, &st) in self.shape.iter().zip(self.strides).rev() {
+            if len != 1 && st != expect {
+                return false;
+            }
+            expect *= len;
+        }
+        true
+    }
+
+    /// The GEMM layout of a 2-D or 3-D operand (a size-1 or missing batch broadcasts).
+    pub fn matrix(&self) -> MatLayout {
+        let r = self.shape.len();
+        MatLayout {
+            offset: self.offset,
+            batch_stride: if r == 3 && self.shape[0] > 1 { self.strides[0] } else { 0 },
+            row_stride: self.strides[r - 2],
+            col_stride: self.strides[r - 1],
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn broadcasting_density_and_matrices() {
+        let l = Layout::new(&[3, 1], &[1, 7], 2);
+        assert_eq!(l.broadcast_to(&[4, 3, 5]).as_slice(), &[0, 1, 0]);
+        assert!(l.is_dense(), "a size-1 dimension may have any stride");
+        assert!(!Layout::new(&[3, 2], &[1, 3], 0).is_dense());
+        assert!(Layout::new(&[2, 1, 3], &[3, 99, 1], 0).is_dense());
+        let t = Layout::new(&[5, 4], &[1, 5], 0); // a transposed [4, 5]
+        let m = t.matrix();
+        assert_eq!((m.row_stride, m.col_stride, m.batch_stride), (1, 5, 0));
+        let b = Layout::new(&[1, 4, 5], &[20, 5, 1], 3).matrix();
+        assert_eq!((b.batch_stride, b.offset), (0, 3));
+    }
+}

@@ -1,0 +1,115 @@
+//! The graph fuzz's random programs with CUDA against the CPU: each program runs eagerly on the
+//! CPU, eagerly on CUDA, and compiled on CUDA (a `janus::trace` replay, through a CUDA graph
+//! from the second replay on); values and gradients must agree within `tol`.
+//!
+//! `JANUS_CUDA_FUZZ_PROGRAMS=N` runs N programs (default 2000).
+
+#[path = "../fuzz/program.rs"]
+#[allow(dead_code)]
+mod program;
+
+use super::{cuda, rel_error, tol};
+use janus::prelude::*;
+use program::{Program, generate, inputs, run};
+
+fn grads_of(outs: &[Tensor], ins: &[Tensor], dtype: DType) -> Vec<Option<Tensor>> {
+    let mut total: Option<Tensor> = None;
+    for (k, o) in outs.iter().enumerate() {
+        if o.dtype() == dtype && o.needs_grad() {
+            let term = (o * (0.5 + 0.25 * k as f64)).sum_all();
+            total = Some(match total {
+                Some(t) => t + term,
+                None => term,
+            });
+        }
+    }
+    match total {
+        Some(t) => {
+            let g = t.backward();
+            ins.iter().map(|x| g.get(x).cloned()).collect()
+        }
+        None => vec![None; ins.len()],
+    }
+}
+
+fn compare(what: &str, got: &[Tensor], want: &[Tensor], d: DType) -> Result<(), String> {
+    for (k, (g, w)) in got.iter().zip(want).enumerate() {
+        let e = rel_error(g, w).map_err(|m| format!("{what} output {k}: {m}"))?;
+        // Bool and integer outputs must match exactly; floats within tolerance (a comparison
+        // of two nearly equal floats may flip, which the fuzz's value ranges make rare).
+        if e > tol(d) * 10.0 {
+            return Err(format!("{what} output {k}: relative error {e:e}"));
+        }
+    }
+    Ok(())
+}
+
+fn check(p: &Program, dev: Device) -> Result<(), String> {
+    program::set_device(Device::Cpu);
+    let ins = inputs(p);
+    janus::manual_seed(7);
+    let want = run(p, &ins);
+    let want_g = grads_of(&want, &ins, p.dtype);
+    program::set_device(dev);
+    let gins = inputs(p);
+    janus::manual_seed(7);
+    let eager = run(p, &gins);
+    compare("eager cuda", &eager, &want, p.dtype)?;
+    let f = trace(|x: &[Tensor]| run(p, x));
+    for call in 0..3 {
+        janus::manual_seed(7);
+        let got = f.run(&gins);
+        compare(&format!("compiled cuda (call {call})"), &got, &want, p.dtype)?;
+        if call == 2 {
+            let got_g = grads_of(&got, &gins, p.dtype);
+            for (k, (a, b)) in got_g.iter().zip(&want_g).enumerate() {
+                match (a, b) {
+                    (Some(a), Some(b)) => compare(
+                        &format!("gradient {k}"),
+                        std::slice::from_ref(a),
+                        std::slice::from_ref(b),
+                        p.dtype,
+                    )?,
+                    (None, None) => {}
+                    _ => return Err(format!("gradient {k}: present on one device only")),
+                }
+            }
+        }
+    }
+    program::set_device(Device::Cpu);
+    Ok(())
+}
+
+#[test]
+fn cuda_programs_match_the_cpu() {
+    let Some(dev) = cuda() else { return };
+    janus::set_self_check(false);
+    let count: u64 =
+        std::env::var("JANUS_CUDA_FUZZ_PROGRAMS").ok().and_then(|v| v.parse().ok()).unwrap_or(2000);
+    let hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    let mut failures = Vec::new();
+    for seed in 0..count {
+        let p = generate(seed);
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| check(&p, dev)));
+        let r = r.unwrap_or_else(|e| {
+            Err(format!(
+                "panic: {}",
+                e.downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
+                    .unwrap_or_default()
+            ))
+        });
+        program::set_device(Device::Cpu);
+        if let Err(why) = r {
+            failures.push(format!("seed {seed}: {why}\n{p:?}"));
+            if failures.len() >= 5 {
+                break;
+            }
+        }
+    }
+    std::panic::set_hook(hook);
+    assert!(failures.is_empty(), "{} failing programs:\n\n{}", failures.len(), failures.join("\n\n"));
+    println!("{count} programs: CUDA == CPU");
+}
