@@ -358,6 +358,47 @@ fn holds_borrow(e: &Expr) -> bool {
     }
 }
 
+/// Whether a host statement has effects a whole-function graph could not replay: a macro
+/// (`println!`, `assert!`), `unsafe`, a call of a janus host function (`save`, `manual_seed`,
+/// ...), or a method call on something that is not a local (a static's atomic, a thread-local).
+/// Host reads and `backward()` are not effects: the runtime sees those itself.
+pub(crate) fn is_effect(s: &Stmt, env: &Env) -> bool {
+    struct Find<'e> {
+        found: bool,
+        env: &'e Env,
+    }
+    impl<'a> Visit<'a> for Find<'_> {
+        fn visit_macro(&mut self, _: &'a syn::Macro) {
+            self.found = true;
+        }
+        fn visit_expr_unsafe(&mut self, _: &'a syn::ExprUnsafe) {
+            self.found = true;
+        }
+        fn visit_expr_closure(&mut self, _: &'a syn::ExprClosure) {}
+        fn visit_item(&mut self, _: &'a syn::Item) {}
+        fn visit_expr_call(&mut self, c: &'a syn::ExprCall) {
+            if let Expr::Path(p) = &*c.func
+                && let Some(last) = p.path.segments.last()
+                && HOST_FUNCTIONS.contains(&name(&last.ident).as_str())
+            {
+                self.found = true;
+            }
+            syn::visit::visit_expr_call(self, c);
+        }
+        fn visit_expr_method_call(&mut self, m: &'a syn::ExprMethodCall) {
+            if let Expr::Path(p) = &*m.receiver
+                && (p.path.segments.len() != 1 || !self.env.is_local(&name(&p.path.segments[0].ident)))
+            {
+                self.found = true;
+            }
+            syn::visit::visit_expr_method_call(self, m);
+        }
+    }
+    let mut f = Find { found: false, env };
+    f.visit_stmt(s);
+    f.found
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -426,45 +467,4 @@ mod tests {
             assert!(!b(s), "{s}");
         }
     }
-}
-
-/// Whether a host statement has effects a whole-function graph could not replay: a macro
-/// (`println!`, `assert!`), `unsafe`, a call of a janus host function (`save`, `manual_seed`,
-/// ...), or a method call on something that is not a local (a static's atomic, a thread-local).
-/// Host reads and `backward()` are not effects: the runtime sees those itself.
-pub(crate) fn is_effect(s: &Stmt, env: &Env) -> bool {
-    struct Find<'e> {
-        found: bool,
-        env: &'e Env,
-    }
-    impl<'a> Visit<'a> for Find<'_> {
-        fn visit_macro(&mut self, _: &'a syn::Macro) {
-            self.found = true;
-        }
-        fn visit_expr_unsafe(&mut self, _: &'a syn::ExprUnsafe) {
-            self.found = true;
-        }
-        fn visit_expr_closure(&mut self, _: &'a syn::ExprClosure) {}
-        fn visit_item(&mut self, _: &'a syn::Item) {}
-        fn visit_expr_call(&mut self, c: &'a syn::ExprCall) {
-            if let Expr::Path(p) = &*c.func
-                && let Some(last) = p.path.segments.last()
-                && HOST_FUNCTIONS.contains(&name(&last.ident).as_str())
-            {
-                self.found = true;
-            }
-            syn::visit::visit_expr_call(self, c);
-        }
-        fn visit_expr_method_call(&mut self, m: &'a syn::ExprMethodCall) {
-            if let Expr::Path(p) = &*m.receiver
-                && (p.path.segments.len() != 1 || !self.env.is_local(&name(&p.path.segments[0].ident)))
-            {
-                self.found = true;
-            }
-            syn::visit::visit_expr_method_call(self, m);
-        }
-    }
-    let mut f = Find { found: false, env };
-    f.visit_stmt(s);
-    f.found
 }

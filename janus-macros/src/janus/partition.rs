@@ -18,7 +18,7 @@ pub(crate) enum Segment {
     /// loops' fallback bodies), the scope at the run's start, and the names it must leave bound.
     Run { stmts: Vec<Stmt>, envs: Vec<Env>, env: Env, live_after: HashSet<String> },
     /// Control flow, whose bodies are partitioned in turn, in the scope `env`.
-    Control { stmt: Stmt, env: Env },
+    Control { stmt: Stmt, env: Box<Env> },
     /// Host code kept as it is: host statements, closure definitions, items, a bare tail;
     /// `effect` when it has effects a whole-function graph could not replay.
     Host { stmt: Stmt, effect: bool },
@@ -65,7 +65,7 @@ pub(crate) fn partition(mut stmts: Vec<Stmt>, parent: &Env) -> Vec<Segment> {
                 r.0.push(s);
                 r.1.push(before);
             }
-            Kind::Control => out.push(Segment::Control { stmt: s, env: before }),
+            Kind::Control => out.push(Segment::Control { stmt: s, env: Box::new(before) }),
             Kind::Host => {
                 let effect = is_effect(&s, &before);
                 out.push(Segment::Host { stmt: s, effect });
@@ -89,7 +89,7 @@ pub(crate) fn partition(mut stmts: Vec<Stmt>, parent: &Env) -> Vec<Segment> {
         Some(t) => {
             end(&mut run, last, &mut out);
             if classify(&t, &env) == Kind::Control {
-                out.push(Segment::Control { stmt: t, env });
+                out.push(Segment::Control { stmt: t, env: Box::new(env) });
             } else {
                 let effect = is_effect(&t, &env);
                 out.push(Segment::Host { stmt: t, effect });
