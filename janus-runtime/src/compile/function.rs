@@ -88,15 +88,15 @@ impl<F: Fn(&[Tensor]) -> Vec<Tensor>> Traced<F> {
         let outs = (self.f)(inputs);
         let refs: Vec<&Tensor> = outs.iter().collect();
         // As with PyTorch's `retain_graph=False`, a graph that `backward()` walked is consumed:
-        // a replay of a recording that ran `backward()` returns results without history.
-        let consumed = rec.saw_backward();
+        // an output that was a root of `backward()` comes back from a replay without history.
+        let consumed: Vec<bool> = refs.iter().map(|t| rec.was_backward_root(t)).collect();
         let variant = match rec.finish(&refs) {
             Ok(g) => {
                 let needs: Vec<bool> = sig.inputs.iter().map(|x| x.3 && sig.grad_enabled).collect();
                 let mut needs_all = needs.clone();
                 needs_all.resize(g.inputs.len(), false); // the random-stream input
                 let mut kinds = OutKind::of(&refs);
-                for k in &mut kinds {
+                for (k, consumed) in kinds.iter_mut().zip(consumed) {
                     k.history &= !consumed;
                 }
                 match Compiled::new(&self.name, g, &needs_all, &kinds) {

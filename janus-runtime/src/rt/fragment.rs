@@ -644,12 +644,12 @@ impl Scope {
                 let outs: Vec<&Tensor> = outputs.iter().flat_map(|p| p.leaves.iter()).collect();
                 let mut kinds = OutKind::of(&outs);
                 // As with PyTorch's `retain_graph=False`, a graph that `backward()` walked is
-                // consumed: a replay of a recording that ran `backward()` (a whole function)
-                // returns results without history, so no residuals are kept for a second one.
-                if guard.saw_backward() {
-                    for k in &mut kinds {
-                        k.history = false;
-                    }
+                // consumed: a replayed output that was a root of `backward()` inside the
+                // recording (a training step's loss) comes back without history, so no residuals
+                // are kept for a second backward. Other outputs keep theirs: a meta-learning
+                // loss built after an inner `backward()` is differentiated outside.
+                for (k, t) in kinds.iter_mut().zip(&outs) {
+                    k.history &= !guard.was_backward_root(t);
                 }
                 let consts = outputs.iter().flat_map(|p| p.consts.iter().copied()).collect();
                 match guard.finish_speculative(&outs) {

@@ -131,7 +131,8 @@ pub struct Recording {
     values: HashMap<u64, NodeId>,
     keep: Vec<Tensor>,
     unusable: Option<Unusable>,
-    backward_seen: bool,
+    /// The tensor ids of the roots `backward()` was called on during the recording.
+    backward_roots: Vec<u64>,
     /// Whether autograd boundaries are recorded (see the module docs): on for recordings of
     /// user code, off while a derivation records VJP rules over symbolic values.
     boundaries: bool,
@@ -161,7 +162,7 @@ impl Recording {
             values: HashMap::new(),
             keep: Vec::new(),
             unusable: None,
-            backward_seen: false,
+            backward_roots: Vec::new(),
             boundaries,
             active: Vec::new(),
             detached: HashMap::new(),
@@ -341,8 +342,8 @@ fn record_host_read(what: &'static str) {
 }
 
 /// Called when `backward()` starts: the VJP ops that follow are recorded like any other.
-fn record_backward(_root: &Tensor) {
-    with_top(|r| r.backward_seen = true);
+fn record_backward(root: &Tensor) {
+    with_top(|r| r.backward_roots.push(root.id()));
 }
 
 /// Called by `random::take`: inside a recording, the stream-state tensor becomes a node that
@@ -486,9 +487,9 @@ impl RecordingGuard {
         self.with(|r| r.mark(why));
     }
 
-    /// Whether `backward()` ran during the recording.
-    pub fn saw_backward(&self) -> bool {
-        self.with(|r| r.backward_seen)
+    /// Whether `backward()` was called on `t` during the recording.
+    pub fn was_backward_root(&self, t: &Tensor) -> bool {
+        self.with(|r| r.backward_roots.contains(&t.id()))
     }
 
     fn with<R>(&self, f: impl FnOnce(&mut Recording) -> R) -> R {
