@@ -1,0 +1,165 @@
+//! Speculation on the flagship workload (README "Speculation: one graph per step"): the LSTM
+//! language-model step with Adam runs as one graph per call after profiling, with no block
+//! dispatches and no eager ops, and equals eager mode over 50 steps (losses, parameters, Adam
+//! state); the step with gradient clipping written as a host decision stays one graph while the
+//! decision holds and falls back, committing nothing, when it flips. A function with an opaque
+//! input is never speculated, and `explain()` says why.
+
+#[path = "../examples/common/lstm_lm.rs"]
+mod lstm_lm;
+
+use janus::prelude::*;
+use lstm_lm::{Batches, LstmLm};
+
+/// The flagship example's training step (`examples/lstm_charlm.rs`), generic over the optimiser.
+#[janus]
+fn train_step<O: Optimizer>(m: &mut LstmLm, opt: &mut O, xs: &[Tensor], ys: &[Tensor]) -> f32 {
+    let mut h = Tensor::zeros_on([xs[0].dims()[0], m.wh.dims()[0]], xs[0].device());
+    let mut c = h.clone();
+    let mut total = Tensor::scalar(0.0);
+    for t in 0..xs.len() {
+        (h, c) = lstm_lm::cell(m, &xs[t], &h, &c);
+        total += lstm_lm::logits(m, &h).cross_entropy(&ys[t]);
+    }
+    let loss = total / xs.len() as f64;
+    let grads = loss.backward();
+    opt.step(m, &grads);
+    loss.item()
+}
+
+fn max_diff<M: Module>(a: &M, b: &M) -> (String, f32) {
+    let mut worst = (String::new(), 0.0f32);
+    for ((n, p), (_, q)) in a.named_tensors().iter().zip(b.named_tensors()) {
+        let err =
+            (p.to_vec::<f32>().iter().zip(q.to_vec::<f32>())).map(|(u, v)| (u - v).abs()).fold(0.0, f32::max);
+        if err > worst.1 {
+            worst = (n.clone(), err);
+        }
+    }
+    worst
+}
+
+fn fn_stats(d: &janus::Stats, name: &str) -> janus::rt::FragmentStats {
+    let name = format!("{name}#fn");
+    d.fragments.iter().find(|f| f.name == name).cloned().unwrap_or_else(|| panic!("{}", janus::explain()))
+}
+
+#[test]
+fn the_flagship_adam_step_is_one_graph_and_equals_eager_over_50_steps() {
+    janus::set_self_check(false);
+    janus::manual_seed(7);
+    let init = LstmLm::new(lstm_lm::V, 32);
+    let data = Batches::synthetic(4);
+    let (mut a, mut b) = (init.clone(), init);
+    let (mut oa, mut ob) = (optim::Adam::new(0.01), optim::Adam::new(0.01));
+    let mut steady = None;
+    for step in 0..50 {
+        if step == 5 {
+            steady = Some(janus::stats());
+        }
+        let (xs, ys) = data.batch(step % 4);
+        let la = janus::with_mode(Mode::Eager, || train_step(&mut a, &mut oa, xs, ys));
+        let lb = train_step(&mut b, &mut ob, xs, ys);
+        assert!((la - lb).abs() <= 1e-5 * la.abs().max(1.0), "step {step}: eager {la} vs janus {lb}");
+        let (n, err) = max_diff(&a, &b);
+        assert!(err <= 2e-5, "step {step}: parameter `{n}` differs by {err}");
+        let (n, err) = max_diff(&oa, &ob);
+        assert!(err <= 2e-5, "step {step}: Adam state `{n}` differs by {err}");
+    }
+    // Steps 5..50 in janus mode: every call one replay of the whole-function graph; its blocks
+    // are never entered and no op runs eagerly outside the eager-mode calls.
+    let d = janus::stats().since(&steady.unwrap());
+    let whole = fn_stats(&d, "train_step");
+    assert_eq!(whole.hits, 45, "{}", janus::explain());
+    assert_eq!(whole.assert_failures, 0);
+    let entered: u64 = (d.fragments.iter())
+        .filter(|f| f.name.starts_with("train_step#") && f.name != "train_step#fn")
+        .map(|f| f.calls - f.eager.get("mode eager").copied().unwrap_or(0))
+        .sum();
+    assert_eq!(entered, 0, "blocks entered under the graph: {}", janus::explain());
+    let eager_in_janus: u64 = (d.fragments.iter())
+        .filter(|f| f.name.starts_with("train_step#"))
+        .flat_map(|f| f.eager_ops.iter())
+        .filter(|(k, _)| !matches!(k, janus::rt::EagerKind::ModeEager))
+        .map(|(_, n)| n)
+        .sum();
+    assert_eq!(eager_in_janus, 0, "ops ran eagerly in janus mode: {}", janus::explain());
+    // The graph holds the backward pass that `backward()` recorded inside it.
+    assert!(whole.staged_ops > 0);
+}
+
+#[test]
+fn the_clipped_lstm_step_speculates_until_the_decision_flips_and_matches_eager() {
+    janus::set_self_check(false);
+    janus::manual_seed(8);
+    let init = LstmLm::new(lstm_lm::V, 32);
+    let data = Batches::synthetic(3);
+    let (mut a, mut b) = (init.clone(), init);
+    let before = janus::stats();
+    // At step 15 the output weights of both copies are scaled up, so that the gradients
+    // become large enough to clip (norms 25-90 against 5; 0.1 before): the decision flips, as
+    // a loss spike makes it do in practice. At step 20 they are scaled back and it flips back.
+    let mut flips = 0;
+    let lr = 0.1;
+    for step in 0..40 {
+        if step == 15 || step == 20 {
+            let k = if step == 15 { 400.0 } else { 1.0 / 400.0 };
+            for m in [&mut a, &mut b] {
+                m.wy = no_grad(|| &m.wy * k).requires_grad();
+            }
+        }
+        let (xs, ys) = data.batch(step % 3);
+        let failures = || {
+            let s = janus::stats();
+            s.fragments
+                .iter()
+                .find(|f| f.name == "janus_sgd_step_clipped#fn")
+                .map_or(0, |f| f.assert_failures)
+        };
+        let failed_before = failures();
+        let la = janus::with_mode(Mode::Eager, || lstm_lm::janus_sgd_step_clipped(&mut a, xs, ys, lr));
+        let lb = lstm_lm::janus_sgd_step_clipped(&mut b, xs, ys, lr);
+        assert!((la - lb).abs() <= 1e-4 * la.abs().max(1.0), "step {step}: eager {la} vs janus {lb}");
+        let (n, err) = max_diff(&a, &b);
+        assert!(err <= 1e-4, "step {step}: parameter `{n}` differs by {err}");
+        if failures() > failed_before {
+            flips += 1;
+        }
+    }
+    let d = fn_stats(&janus::stats().since(&before), "janus_sgd_step_clipped");
+    assert!(flips >= 2 && d.assert_failures >= 2, "the decision flipped: {}", janus::explain());
+    assert!(d.hits >= 25, "one graph while the decision holds: {}", janus::explain());
+    assert!(d.eager.keys().any(|r| r.contains("speculation failed")), "{}", janus::explain());
+}
+
+/// A value the runtime cannot key or rebuild.
+struct Gain {
+    factor: f64,
+}
+
+#[janus]
+fn with_opaque_input(g: &Gain, x: &Tensor) -> Tensor {
+    let f = g.factor;
+    let y = (x * 2.0).tanh() + 1.0;
+    y * f
+}
+
+#[test]
+fn a_function_with_an_opaque_input_is_never_speculated_and_says_why() {
+    janus::set_self_check(false);
+    for k in 0..10 {
+        let g = Gain { factor: 1.0 + (k % 3) as f64 };
+        let x = Tensor::randn([4]);
+        let want = janus::with_mode(Mode::Eager, || with_opaque_input(&g, &x));
+        assert_eq!(with_opaque_input(&g, &x).to_vec::<f32>(), want.to_vec::<f32>(), "call {k}");
+    }
+    let s = fn_stats(&janus::stats(), "with_opaque_input");
+    assert_eq!(s.hits, 0, "{}", janus::explain());
+    assert!(
+        s.eager.keys().any(|r| r.contains("opaque input `g`")),
+        "the reason names the input: {:?}\n{}",
+        s.eager,
+        janus::explain()
+    );
+    assert!(janus::explain().contains("opaque input `g`"));
+}
