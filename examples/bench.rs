@@ -8,6 +8,7 @@
 //! cargo run --release --example bench              # full run (under a minute)
 //! cargo run --release --example bench -- --quick   # a smoke run (CI)
 //! cargo run --release --example bench -- --only cartpole
+//! cargo run --release --example bench -- --only mlp     # the README's MLP step, speculated vs not
 //! cargo run --release --example bench -- --only unroll  # what unrolling a loop costs to compile
 //! cargo run --release --example bench -- --only hit     # the cost of one replay of a tiny block
 //! ```
@@ -167,6 +168,61 @@ fn lstm(repeats: usize, steps: usize) -> Vec<Row> {
             workload: "LSTM LM",
             metric: "training step as one graph (janus::trace), ms",
             values: [Some(e), Some(cli::median(&mut whole)), None, None],
+        },
+    ]
+}
+
+/// The README's first program: an MLP classifier step with Adam.
+#[derive(Module, Clone)]
+struct Mlp {
+    l1: nn::Linear,
+    l2: nn::Linear,
+}
+
+/// The README's MLP step, defined twice: speculated (the whole step one graph) and with
+/// `speculate = false` (its blocks as graphs, dispatched from the host).
+macro_rules! mlp_step {
+    ($name:ident, $($opt:tt)*) => {
+        #[janus($($opt)*)]
+        fn $name(net: &mut Mlp, opt: &mut optim::Adam, x: &Tensor, y: &Tensor) -> f32 {
+            let logits = net.l2.forward(&net.l1.forward(x).relu());
+            let loss = logits.cross_entropy(y);
+            let grads = loss.backward();
+            opt.step(net, &grads);
+            loss.item()
+        }
+    };
+}
+mlp_step!(mlp_step,);
+mlp_step!(mlp_step_fragments, speculate = false);
+
+fn mlp(repeats: usize, steps: usize) -> Vec<Row> {
+    janus::manual_seed(0);
+    let x = Tensor::randn([64, 4]);
+    let y = x.sum(1).gt_scalar(0.0).to_dtype(DType::I64);
+    let init = Mlp { l1: nn::Linear::new(4, 32), l2: nn::Linear::new(32, 2) };
+    let modes = |step: fn(&mut Mlp, &mut optim::Adam, &Tensor, &Tensor) -> f32| {
+        let mut state: Vec<(Mlp, optim::Adam)> =
+            (0..4).map(|_| (init.clone(), optim::Adam::new(0.01))).collect();
+        interleaved(repeats, |k, out| {
+            let (m, o) = &mut state[k];
+            for _ in 0..steps {
+                out.push(timed(1e6, || _ = step(m, o, &x, &y)));
+            }
+        })
+    };
+    let [e, j, jn, c] = modes(mlp_step);
+    let [fe, fj, fjn, fc] = modes(mlp_step_fragments);
+    vec![
+        Row {
+            workload: "MLP (README)",
+            metric: "Adam step, speculated (one graph), µs",
+            values: [Some(e), Some(j), Some(jn), Some(c)],
+        },
+        Row {
+            workload: "MLP (README)",
+            metric: "Adam step, fragments (speculate = false), µs",
+            values: [Some(fe), Some(fj), Some(fjn), Some(fc)],
         },
     ]
 }
@@ -358,7 +414,7 @@ fn main() {
         "Eager vs janus vs check mode on the examples' workloads: medians of interleaved repeats.",
         &[
             ("quick", "false", "a few iterations only (smoke test)"),
-            ("only", "", "lstm | cartpole | tree | unroll | hit"),
+            ("only", "", "lstm | mlp | cartpole | tree | unroll | hit"),
             cli::DEVICE_FLAG,
         ],
     );
@@ -382,6 +438,10 @@ fn main() {
     if run("lstm") {
         workload("LSTM LM");
         rows.extend(lstm(repeats, 2 * scale));
+    }
+    if run("mlp") {
+        workload("MLP (README)");
+        rows.extend(mlp(repeats, 50 * scale));
     }
     if run("cartpole") {
         workload("CartPole");
