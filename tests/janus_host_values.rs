@@ -137,7 +137,7 @@ fn a_replay_that_panics_runs_the_statements_and_panics_as_eager_mode() {
     }
     let f = frag("pick", 0);
     assert!(f.hits - f.checks > 0, "{}", janus::explain());
-    assert_eq!(f.eager.get("the replay panicked: ran the statements"), Some(&6), "{}", janus::explain());
+    assert_eq!(f.eager_runs.get(&janus::rt::EagerKind::ReplayPanicked), Some(&6), "{}", janus::explain());
 }
 
 #[janus(min_ops = 1, speculate = false)]

@@ -39,7 +39,7 @@ fn changing_shapes_compile_variants_up_to_the_limit() {
     let f = &frag("scaled_tanh")[0];
     assert_eq!(f.variants, 3, "{}", janus::explain());
     assert!(f.hits >= 3, "old variants keep serving their keys: {}", janus::explain());
-    let limit: u64 = f.eager.iter().filter(|(r, _)| r.contains("variant limit (3)")).map(|(_, n)| n).sum();
+    let limit = f.eager_runs.get(&janus::rt::EagerKind::VariantLimit).copied().unwrap_or(0);
     assert_eq!(limit, 8, "two unseen shapes, four rounds: {}", janus::explain());
     assert!(janus::explain().contains("variant limit (3) reached: `x` differs between calls"));
 }
@@ -116,7 +116,12 @@ fn opaque_inputs_run_eagerly_and_host_state_advances() {
     }
     let f = &frag("jitter")[0];
     assert_eq!(f.hits, 0);
-    assert!(f.eager.keys().any(|r| r.contains("opaque input `rng`")), "{}", janus::explain());
+    assert!(f.eager_runs.contains_key(&janus::rt::EagerKind::Opaque), "{}", janus::explain());
+    assert!(
+        f.eager.keys().any(|r| r.contains("opaque input `rng`")),
+        "the reason names it: {}",
+        janus::explain()
+    );
 }
 
 #[janus(min_ops = 1, speculate = false)]
@@ -248,7 +253,7 @@ fn janus_functions_called_inside_a_recording_record_inline() {
     // The inner function ran only while the outer block recorded (twice per recording), inline.
     assert_eq!(inner.hits, 0, "{}", janus::explain());
     assert_eq!(
-        inner.eager.get("recorded inline by an enclosing graph"),
+        inner.eager_runs.get(&janus::rt::EagerKind::Recorded),
         Some(&(2 * outer.traces)),
         "{}",
         janus::explain()

@@ -221,8 +221,7 @@ fn past_the_variant_limit_a_staged_loop_runs_its_body_as_a_cached_graph_per_trip
     let find = |name: &str| s.function("rnn_limited").find(|f| f.name == name).cloned().unwrap();
     let (whole, body) = (find("rnn_limited#1"), find("rnn_limited#0"));
     assert_eq!(whole.variants, 2, "{}", janus::explain());
-    let limited: u64 =
-        whole.eager.iter().filter(|(k, _)| k.starts_with("variant limit (2)")).map(|(_, n)| n).sum();
+    let limited = whole.eager_runs.get(&janus::rt::EagerKind::VariantLimit).copied().unwrap_or(0);
     assert_eq!(limited, 5, "{}", janus::explain());
     // Those 5 calls (lengths 9 and 7) ran the statements: 36 trips, all but the 2 profiled
     // ones replayed the body's graph.
@@ -245,6 +244,6 @@ fn check_mode_checks_an_unrolled_loop_once_against_purely_eager_statements() {
     let (whole, body) = (find("lstm_forward_checked#1"), find("lstm_forward_checked#0"));
     assert_eq!(whole.checks, 3, "two recordings, then three checked replays: {}", janus::explain());
     // Inside a checked block the body runs plainly: the check compares against eager code.
-    assert_eq!(body.eager.get("checked as part of an enclosing block"), Some(&18), "{}", janus::explain());
+    assert_eq!(body.eager_runs.get(&janus::rt::EagerKind::Checked), Some(&18), "{}", janus::explain());
     assert_eq!((body.hits, body.checks), (0, 0), "{}", janus::explain());
 }

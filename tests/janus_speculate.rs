@@ -5,6 +5,7 @@
 //! speculative replays happened.
 
 use janus::prelude::*;
+use janus::rt::EagerKind;
 
 #[derive(Module, Clone)]
 struct Mlp {
@@ -103,7 +104,7 @@ fn a_training_step_runs_as_one_graph() {
     // Once the function graph replays, its blocks are not even entered.
     let inner_calls: u64 = (d.fragments.iter())
         .filter(|f| f.name.starts_with("adam_step#") && f.name != "adam_step#fn")
-        .map(|f| f.calls - f.eager.get("mode eager").copied().unwrap_or(0))
+        .map(|f| f.calls - f.eager_runs.get(&EagerKind::ModeEager).copied().unwrap_or(0))
         .sum();
     assert!(inner_calls <= 10, "inner blocks entered {inner_calls} times: {}", janus::explain());
 }
@@ -127,7 +128,7 @@ fn a_flipped_clipping_decision_commits_nothing_and_matches_eager() {
     let whole = d.fragments.iter().find(|f| f.name == "clipped_step#fn").unwrap();
     assert!(whole.hits >= 20, "{}", janus::explain());
     assert!(whole.assert_failures >= 1, "the flips failed asserts: {}", janus::explain());
-    assert!(whole.eager.keys().any(|r| r.contains("speculation failed")), "{}", janus::explain());
+    assert!(whole.eager_runs.contains_key(&EagerKind::SpeculationFailed), "{}", janus::explain());
 }
 
 /// A loop over the input sequence: its trip count is the slice's length, part of the key.
@@ -170,7 +171,8 @@ fn loops_by_length_speculate_and_loops_by_value_fall_back() {
     let s = frag("halve_until_small#fn");
     assert!(s.assert_failures >= 1, "{}", janus::explain());
     assert!(
-        s.eager.keys().any(|r| r.contains("speculation failed") || r.contains("path changed")),
+        s.eager_runs.contains_key(&EagerKind::SpeculationFailed)
+            || s.eager.keys().any(|r| r.contains("path changed")),
         "the reason is shown: {}",
         janus::explain()
     );

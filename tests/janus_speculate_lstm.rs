@@ -9,6 +9,7 @@
 mod lstm_lm;
 
 use janus::prelude::*;
+use janus::rt::EagerKind;
 use lstm_lm::{Batches, LstmLm};
 
 /// The flagship example's training step (`examples/lstm_charlm.rs`), generic over the optimiser.
@@ -74,13 +75,13 @@ fn the_flagship_adam_step_is_one_graph_and_equals_eager_over_50_steps() {
     assert_eq!(whole.assert_failures, 0);
     let entered: u64 = (d.fragments.iter())
         .filter(|f| f.name.starts_with("train_step#") && f.name != "train_step#fn")
-        .map(|f| f.calls - f.eager.get("mode eager").copied().unwrap_or(0))
+        .map(|f| f.calls - f.eager_runs.get(&EagerKind::ModeEager).copied().unwrap_or(0))
         .sum();
     assert_eq!(entered, 0, "blocks entered under the graph: {}", janus::explain());
     let eager_in_janus: u64 = (d.fragments.iter())
         .filter(|f| f.name.starts_with("train_step#"))
         .flat_map(|f| f.eager_ops.iter())
-        .filter(|(k, _)| !matches!(k, janus::rt::EagerKind::ModeEager))
+        .filter(|(k, _)| !matches!(k, EagerKind::ModeEager))
         .map(|(_, n)| n)
         .sum();
     assert_eq!(eager_in_janus, 0, "ops ran eagerly in janus mode: {}", janus::explain());
@@ -129,7 +130,7 @@ fn the_clipped_lstm_step_speculates_until_the_decision_flips_and_matches_eager()
     let d = fn_stats(&janus::stats().since(&before), "janus_sgd_step_clipped");
     assert!(flips >= 2 && d.assert_failures >= 2, "the decision flipped: {}", janus::explain());
     assert!(d.hits >= 25, "one graph while the decision holds: {}", janus::explain());
-    assert!(d.eager.keys().any(|r| r.contains("speculation failed")), "{}", janus::explain());
+    assert!(d.eager_runs.contains_key(&EagerKind::SpeculationFailed), "{}", janus::explain());
 }
 
 /// A value the runtime cannot key or rebuild.
@@ -155,6 +156,7 @@ fn a_function_with_an_opaque_input_is_never_speculated_and_says_why() {
     }
     let s = fn_stats(&janus::stats(), "with_opaque_input");
     assert_eq!(s.hits, 0, "{}", janus::explain());
+    assert!(s.eager_runs.contains_key(&EagerKind::Opaque), "{}", janus::explain());
     assert!(
         s.eager.keys().any(|r| r.contains("opaque input `g`")),
         "the reason names the input: {:?}\n{}",

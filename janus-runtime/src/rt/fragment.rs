@@ -251,7 +251,7 @@ impl Fragment {
         let st = self.state();
         Counters::bump(&st.counters.calls);
         let plain = |reason: &str, kind: EagerKind| {
-            st.counters.eager(reason);
+            st.counters.eager(kind, reason);
             Enter::Body(self.scope(ScopeKind::Plain, kind))
         };
         let mode = mode();
@@ -357,12 +357,12 @@ impl Fragment {
         crate::random::set_stream_position(pos.0, pos.1);
         let Ok(mut replayed) = replayed else {
             staged.counts.panicked.fetch_add(1, Ordering::Relaxed);
-            st.counters.eager("the replay panicked: ran the statements");
+            st.counters.eager(EagerKind::ReplayPanicked, "the replay panicked: ran the statements");
             return Enter::Body(self.scope(ScopeKind::Plain, EagerKind::ReplayPanicked));
         };
         if !staged.asserts.is_empty() && !super::speculate::commit(&mut replayed, &staged.asserts) {
             self.speculation_failed(st, key, variant, "an assert did not hold");
-            st.counters.eager("speculation failed: ran the statements");
+            st.counters.eager(EagerKind::SpeculationFailed, "speculation failed: ran the statements");
             return Enter::Body(self.scope(ScopeKind::Plain, EagerKind::SpeculationFailed));
         }
         staged.counts.checks.fetch_add(1, Ordering::Relaxed);
@@ -600,6 +600,10 @@ impl Fragment {
             assert_failures: c.assert_failures.load(Ordering::Relaxed),
             variants,
             eager: c.eager.lock().unwrap().clone(),
+            eager_runs: (EagerKind::ALL.iter())
+                .map(|&k| (k, c.eager_runs[k as usize].load(Ordering::Relaxed)))
+                .filter(|&(_, n)| n > 0)
+                .collect(),
             staged_ops,
             staged_backward_ops: c.staged_backward_ops.load(Ordering::Relaxed),
             eager_ops: (EagerKind::ALL.iter())

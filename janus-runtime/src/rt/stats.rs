@@ -31,6 +31,8 @@ pub(crate) struct Counters {
     pub(crate) staged_backward_ops: AtomicU64,
     /// Eager op calls by [`EagerKind`] (indexed as `EagerKind::ALL`).
     pub(crate) eager_ops: [AtomicU64; EagerKind::ALL.len()],
+    /// Runs of the statements by [`EagerKind`], and by detailed reason.
+    pub(crate) eager_runs: [AtomicU64; EagerKind::ALL.len()],
     pub(crate) eager: Mutex<BTreeMap<String, u64>>,
 }
 
@@ -39,7 +41,10 @@ impl Counters {
         c.fetch_add(1, Ordering::Relaxed);
     }
 
-    pub(crate) fn eager(&self, reason: &str) {
+    /// Counts one run of the statements, of `kind`, for `reason` (the message `explain()`
+    /// shows).
+    pub(crate) fn eager(&self, kind: EagerKind, reason: &str) {
+        self.eager_runs[kind as usize].fetch_add(1, Ordering::Relaxed);
         let mut m = self.eager.lock().unwrap();
         match m.get_mut(reason) {
             Some(n) => *n += 1, // no allocation once a reason is known
@@ -66,7 +71,7 @@ impl Counters {
             &self.retired_staged_ops,
             &self.staged_backward_ops,
         ];
-        for c in scalars.into_iter().chain(&self.eager_ops) {
+        for c in scalars.into_iter().chain(&self.eager_ops).chain(&self.eager_runs) {
             c.store(0, Ordering::Relaxed);
         }
         self.eager.lock().unwrap().clear();
@@ -118,8 +123,11 @@ pub struct FragmentStats {
     pub assert_failures: u64,
     /// Keys with a compiled graph.
     pub variants: usize,
-    /// Eager runs by reason.
+    /// Eager runs by reason, as `explain()` words them (an opaque input's name, an unusable
+    /// recording's cause).
     pub eager: BTreeMap<String, u64>,
+    /// Eager runs by kind: what tests and tools match on.
+    pub eager_runs: BTreeMap<EagerKind, u64>,
     /// Tensor ops run inside replayed forward graphs (each replay counts its recording's ops,
     /// before fusion).
     pub staged_ops: u64,
@@ -131,20 +139,13 @@ pub struct FragmentStats {
 
 impl FragmentStats {
     fn since(&self, earlier: &FragmentStats) -> FragmentStats {
-        let mut eager = self.eager.clone();
-        for (r, n) in &earlier.eager {
-            if let Some(m) = eager.get_mut(r) {
-                *m = m.saturating_sub(*n);
-            }
+        /// `now - earlier` per key, without the keys that did not grow.
+        fn delta<K: Ord + Clone>(now: &BTreeMap<K, u64>, earlier: &BTreeMap<K, u64>) -> BTreeMap<K, u64> {
+            (now.iter())
+                .map(|(k, n)| (k.clone(), n.saturating_sub(earlier.get(k).copied().unwrap_or(0))))
+                .filter(|&(_, n)| n > 0)
+                .collect()
         }
-        eager.retain(|_, n| *n > 0);
-        let mut eager_ops = self.eager_ops.clone();
-        for (k, n) in &earlier.eager_ops {
-            if let Some(m) = eager_ops.get_mut(k) {
-                *m = m.saturating_sub(*n);
-            }
-        }
-        eager_ops.retain(|_, n| *n > 0);
         FragmentStats {
             name: self.name.clone(),
             span: self.span.clone(),
@@ -158,10 +159,11 @@ impl FragmentStats {
             divergences: self.divergences.saturating_sub(earlier.divergences),
             assert_failures: self.assert_failures.saturating_sub(earlier.assert_failures),
             variants: self.variants,
-            eager,
+            eager: delta(&self.eager, &earlier.eager),
+            eager_runs: delta(&self.eager_runs, &earlier.eager_runs),
             staged_ops: self.staged_ops.saturating_sub(earlier.staged_ops),
             staged_backward_ops: self.staged_backward_ops.saturating_sub(earlier.staged_backward_ops),
-            eager_ops,
+            eager_ops: delta(&self.eager_ops, &earlier.eager_ops),
         }
     }
 }
