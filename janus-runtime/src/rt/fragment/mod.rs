@@ -31,6 +31,12 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::Instant;
 
+mod checked;
+mod record;
+mod snapshot;
+
+use checked::{CheckRun, Checking};
+
 /// A recording larger than this (a staged loop with a huge trip count) is not compiled.
 const MAX_RECORDED_NODES: usize = 200_000;
 
@@ -173,44 +179,6 @@ enum ScopeKind {
     Check(CheckRun),
 }
 
-/// A checked call: the replay's results, to compare with the statements' at exit.
-struct CheckRun {
-    key: u64,
-    variant: Arc<Variant>,
-    staged: Arc<Staged>,
-    replayed: Vec<Tensor>,
-    policy: Policy,
-    started: Instant,
-    _running: Checking,
-}
-
-thread_local! {
-    /// How many checked blocks are running their statements on this thread.
-    static CHECKING: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
-}
-
-/// Marks a checked block's statements as running (until dropped, panics included): blocks
-/// inside them, such as a staged loop's body, then run plainly, so the check compares the
-/// replay with purely eager results (and check mode does not check the same work twice).
-struct Checking;
-
-impl Checking {
-    fn start() -> Checking {
-        CHECKING.with(|c| c.set(c.get() + 1));
-        Checking
-    }
-
-    fn active() -> bool {
-        CHECKING.with(|c| c.get() > 0)
-    }
-}
-
-impl Drop for Checking {
-    fn drop(&mut self) {
-        CHECKING.with(|c| c.set(c.get() - 1));
-    }
-}
-
 impl Fragment {
     /// A fragment for the block at `site`.
     pub const fn new(site: Site) -> Fragment {
@@ -339,45 +307,6 @@ impl Fragment {
         Scope { frag: self, kind, _ops: OpScope::open(counter) }
     }
 
-    /// A checked call: replays (then rewinds the random stream, so the statements draw the
-    /// same numbers), and runs the statements; [`Scope::exit`] compares.
-    #[cold]
-    fn start_check(
-        &'static self,
-        st: &State,
-        key: u64,
-        variant: &Arc<Variant>,
-        staged: &Arc<Staged>,
-        distinct: &[Tensor],
-        policy: Policy,
-    ) -> Enter {
-        let started = Instant::now();
-        let pos = crate::random::stream_position();
-        let replayed = crate::panics::catch_quietly(|| staged.compiled.replay(distinct));
-        crate::random::set_stream_position(pos.0, pos.1);
-        let Ok(mut replayed) = replayed else {
-            staged.counts.panicked.fetch_add(1, Ordering::Relaxed);
-            st.counters.eager(EagerKind::ReplayPanicked, "the replay panicked: ran the statements");
-            return Enter::Body(self.scope(ScopeKind::Plain, EagerKind::ReplayPanicked));
-        };
-        if !staged.asserts.is_empty() && !super::speculate::commit(&mut replayed, &staged.asserts) {
-            self.speculation_failed(st, key, variant, "an assert did not hold");
-            st.counters.eager(EagerKind::SpeculationFailed, "speculation failed: ran the statements");
-            return Enter::Body(self.scope(ScopeKind::Plain, EagerKind::SpeculationFailed));
-        }
-        staged.counts.checks.fetch_add(1, Ordering::Relaxed);
-        let run = CheckRun {
-            key,
-            variant: variant.clone(),
-            staged: staged.clone(),
-            replayed,
-            policy,
-            started,
-            _running: Checking::start(),
-        };
-        Enter::Body(self.scope(ScopeKind::Check(run), EagerKind::Checked))
-    }
-
     fn lookup(&self, st: &State, fp: u64, key: &Key) -> Option<Arc<Variant>> {
         st.variants.read().unwrap().get(&fp)?.iter().find(|v| v.key == *key).cloned()
     }
@@ -427,208 +356,6 @@ impl Fragment {
     pub(crate) fn site(&self) -> &Site {
         &self.site
     }
-
-    /// A speculative replay's assert did not hold: count it, and profile the key afresh (a new
-    /// variant with the same key replaces this one), or after `max_failures` keep it on the
-    /// fragment path.
-    #[cold]
-    fn speculation_failed(&'static self, st: &State, fp: u64, v: &Arc<Variant>, what: &str) {
-        Counters::bump(&st.counters.assert_failures);
-        if let Some(s) = v.staged.get() {
-            s.counts.panicked.fetch_add(1, Ordering::Relaxed);
-            // The statistics of the variant being replaced live on in the fragment's.
-            let (h, c, own) = s.counted();
-            let ops = own * s.compiled.recorded_ops();
-            st.counters.retired_hits.fetch_add(h, Ordering::Relaxed);
-            st.counters.retired_checks.fetch_add(c, Ordering::Relaxed);
-            st.counters.retired_staged_ops.fetch_add(ops, Ordering::Relaxed);
-        }
-        let failures = v.failures.fetch_add(1, Ordering::Relaxed) + 1;
-        if failures >= self.max_failures() {
-            let why =
-                format!("speculation failed {failures} time(s) ({what}): the key stays on the fragment path");
-            if let Some(s) = v.staged.get() {
-                s.invalid.store(true, Ordering::Relaxed);
-            }
-            let _ = v.unstageable.set(why);
-            return;
-        }
-        let fresh = Arc::new(Variant {
-            key: v.key.clone(),
-            inputs: v.inputs.clone(),
-            staged: OnceLock::new(),
-            unstageable: OnceLock::new(),
-            profile: Mutex::new(Profile::default()),
-            failures: AtomicU64::new(failures),
-        });
-        let mut map = st.variants.write().unwrap();
-        if let Some(slot) = map.get_mut(&fp).and_then(|vs| vs.iter_mut().find(|x| Arc::ptr_eq(x, v))) {
-            *slot = fresh;
-        }
-    }
-
-    /// Two profiled recordings took different paths (a decision went another way): a failed
-    /// speculation, counted like one.
-    fn path_changed(&'static self, v: &Arc<Variant>) {
-        let st = self.state();
-        Counters::bump(&st.counters.assert_failures);
-        let failures = v.failures.fetch_add(1, Ordering::Relaxed) + 1;
-        if failures >= self.max_failures() {
-            let why = format!(
-                "the path changed between profiled calls {failures} time(s): the key stays on the fragment path"
-            );
-            let _ = v.unstageable.set(why);
-        }
-    }
-
-    fn unstageable(&self, v: &Variant, why: String) {
-        if v.staged.get().is_some_and(|s| !s.invalid.load(Ordering::Relaxed)) {
-            return; // compiled meanwhile (a recording that ran while another compiled)
-        }
-        log::info!(target: "janus", "{} ({}) runs eagerly for this key: {why}", self.name(), self.span());
-        let _ = v.unstageable.set(why);
-    }
-
-    fn record_finished(&'static self, v: &Arc<Variant>, leaves: &[Tensor], rec: Recorded) {
-        let st = self.state();
-        if rec.graph.nodes.len() > MAX_RECORDED_NODES {
-            let n = rec.graph.nodes.len();
-            return self.unstageable(
-                v,
-                format!("recording too large to compile ({n} nodes; a loop unrolled too far?)"),
-            );
-        }
-        let mut prof = v.profile.lock().unwrap();
-        let Some(prev) = prof.last.take() else {
-            prof.last = Some(rec);
-            return;
-        };
-        if rec.asserts != prev.asserts || rec.path != prev.path {
-            // A decision went another way: profile again from this recording.
-            prof.last = Some(rec);
-            drop(prof);
-            return self.path_changed(v);
-        }
-        if let Some(d) = rec.graph.diff(&prev.graph) {
-            let at = d.span.map(|s| format!("{}:{}", s.file(), s.line())).unwrap_or_else(|| self.span());
-            let what = if d.constant_only {
-                "constant changed between calls"
-            } else {
-                "recorded graph changed between calls"
-            };
-            return self.unstageable(v, format!("{what} at {at}"));
-        }
-        if rec.consts != prev.consts || rec.kinds != prev.kinds {
-            return self
-                .unstageable(v, format!("outputs changed structure between calls at {}", self.span()));
-        }
-        if prof.calls < self.site.profile.max(2) {
-            prof.last = Some(rec);
-            return;
-        }
-        let fills = (rec.graph.nodes.iter())
-            .filter(|n| matches!(&n.op, crate::graph::NodeOp::Op(crate::ops::Op::Full(_))))
-            .count();
-        let ops = op_calls(&rec.graph) as usize - fills;
-        let largest = rec.graph.nodes.iter().map(|n| n.ty.shape.numel()).max().unwrap_or(0);
-        if ops < self.site.min_ops as usize && largest < SMALL_ELEMS {
-            let why = format!(
-                "too small to gain from compiling: {ops} op(s) on at most {largest} elements (min_ops = {})",
-                self.site.min_ops
-            );
-            log::info!(target: "janus", "{} ({}) always runs eagerly: {why}", self.name(), self.span());
-            let _ = st.opaque.set((why, EagerKind::TooSmall));
-            return;
-        }
-        let t0 = Instant::now();
-        let distinct = key::distinct(leaves.to_vec(), &key::first_occurrences(leaves));
-        // As the recording saw them (see `trace`): the key holds every leaf's grad flags.
-        let mut needs: Vec<bool> = distinct.iter().map(|t| t.needs_grad() && t.dtype().is_float()).collect();
-        needs.resize(rec.graph.inputs.len(), false);
-        let name = self.name();
-        let built = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            Compiled::new(&name, rec.graph, &needs, &rec.kinds)
-        }));
-        match built {
-            Ok(Err(why)) => self.unstageable(v, format!("cannot replay: {why}")),
-            Ok(Ok(c)) => {
-                st.counters.compile_us.fetch_add(t0.elapsed().as_micros() as u64, Ordering::Relaxed);
-                Counters::bump(&st.counters.compiles);
-                log::info!(target: "janus", "{name} ({}) compiled: {} ops in {:.2} ms", self.span(), c.graph().op_count(), c.compile_ms);
-                let _ = v.staged.set(Arc::new(Staged {
-                    compiled: Arc::new(c),
-                    consts: rec.consts,
-                    asserts: rec.asserts,
-                    replays: AtomicU64::new(0),
-                    counts: ReplayCounts::default(),
-                    invalid: AtomicBool::new(false),
-                }));
-            }
-            Err(e) => {
-                let msg = e
-                    .downcast_ref::<String>()
-                    .cloned()
-                    .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()));
-                self.unstageable(v, format!("compile error: {}", msg.unwrap_or_default()));
-            }
-        }
-    }
-
-    pub(crate) fn snapshot(&'static self) -> FragmentStats {
-        let st = self.state();
-        let c = &st.counters;
-        let (mut variants, mut hits, mut checks, mut staged_ops) = (0, 0, 0, 0);
-        for s in st.variants.read().unwrap().values().flatten().filter_map(|v| v.staged.get()) {
-            variants += !s.invalid.load(Ordering::Relaxed) as usize;
-            let (h, c, own) = s.counted();
-            (hits, checks, staged_ops) = (hits + h, checks + c, staged_ops + own * s.compiled.recorded_ops());
-        }
-        hits += c.retired_hits.load(Ordering::Relaxed);
-        checks += c.retired_checks.load(Ordering::Relaxed);
-        staged_ops += c.retired_staged_ops.load(Ordering::Relaxed);
-        FragmentStats {
-            name: self.name(),
-            span: self.span(),
-            calls: c.calls.load(Ordering::Relaxed),
-            hits,
-            traces: c.traces.load(Ordering::Relaxed),
-            compiles: c.compiles.load(Ordering::Relaxed),
-            compile_ms: c.compile_us.load(Ordering::Relaxed) as f64 / 1e3,
-            checks,
-            check_ms: c.check_us.load(Ordering::Relaxed) as f64 / 1e3,
-            divergences: c.divergences.load(Ordering::Relaxed),
-            assert_failures: c.assert_failures.load(Ordering::Relaxed),
-            variants,
-            eager: c.eager.lock().unwrap().clone(),
-            eager_runs: (EagerKind::ALL.iter())
-                .map(|&k| (k, c.eager_runs[k as usize].load(Ordering::Relaxed)))
-                .filter(|&(_, n)| n > 0)
-                .collect(),
-            staged_ops,
-            staged_backward_ops: c.staged_backward_ops.load(Ordering::Relaxed),
-            eager_ops: (EagerKind::ALL.iter())
-                .map(|&k| (k, c.eager_ops(k).load(Ordering::Relaxed)))
-                .filter(|&(_, n)| n > 0)
-                .collect(),
-        }
-    }
-
-    pub(crate) fn reset_stats(&'static self) {
-        let st = self.state();
-        st.counters.clear();
-        for s in st.variants.read().unwrap().values().flatten().filter_map(|v| v.staged.get()) {
-            s.restart_counts();
-        }
-    }
-
-    pub(crate) fn reset(&'static self) {
-        let st = self.state();
-        let mut variants = st.variants.write().unwrap();
-        variants.clear();
-        st.keys.store(0, Ordering::Relaxed); // under the lock, so no insert sees a stale count
-        drop(variants);
-        st.counters.clear();
-    }
 }
 
 impl Scope {
@@ -672,37 +399,6 @@ impl Scope {
                 }
             }
             ScopeKind::Check(run) => frag.finish_check(run, &outputs),
-        }
-    }
-}
-
-impl Fragment {
-    /// Compares a checked call's replay with its statements' results; a disagreement panics in
-    /// check mode, and otherwise invalidates the variant with a warning (the statements'
-    /// results, already the block's, are what the call returns).
-    fn finish_check(&'static self, run: CheckRun, outputs: &[Probed]) {
-        let st = self.state();
-        let eager: Vec<(&'static str, &Tensor)> =
-            outputs.iter().flat_map(|p| p.leaves.iter().map(move |t| (p.name, t))).collect();
-        let eager_consts: Vec<ConstLeaf> = outputs.iter().flat_map(|p| p.consts.iter().copied()).collect();
-        let diff = check::compare(&run.replayed, &run.staged.consts, &eager, &eager_consts);
-        st.counters.check_us.fetch_add(run.started.elapsed().as_micros() as u64, Ordering::Relaxed);
-        let Some(diff) = diff else { return };
-        Counters::bump(&st.counters.divergences);
-        let what = format!(
-            "fragment `{}` at {} disagrees with eager execution: {diff} (key {:016x})",
-            self.name(),
-            self.span(),
-            run.key
-        );
-        match run.policy {
-            Policy::Panic => panic!("janus check: {what}"),
-            Policy::Invalidate => {
-                log::warn!(target: "janus", "{what}; this key runs its statements from now on (a helper reading a global or thread-local that changed?)");
-                let _ =
-                    run.variant.unstageable.set(format!("diverged from eager execution at a check: {diff}"));
-                run.staged.invalid.store(true, Ordering::Relaxed);
-            }
         }
     }
 }
