@@ -80,13 +80,13 @@ fn gate_whole(x: &Tensor, w: &Tensor) -> Tensor {
 fn check_mode_checks_a_speculated_function_too() {
     let x = Tensor::from_vec(vec![0.1f32, 0.2, 0.3, 0.4], [2, 2]);
     let w = Tensor::from_vec(vec![1.0f32, -1.0, 0.5, 0.25], [2, 2]);
+    // The fault hook is process-wide: the other test of this binary breaks kernels under the
+    // same lock, so this one holds it throughout (its healthy phase must see healthy kernels).
+    let _one_at_a_time = FAULT.lock().unwrap_or_else(|p| p.into_inner());
     janus::set_self_check(false);
     for _ in 0..3 {
         janus::with_mode(Mode::Check, || gate_whole(&x, &w)); // healthy: agrees
     }
-    // The fault hook is process-wide: break kernels only inside this thread's window, against
-    // the other test of this binary (which runs its broken phase under a lock below).
-    let _one_at_a_time = FAULT.lock().unwrap_or_else(|p| p.into_inner());
     janus::rt::testing::break_fused_kernels(true);
     let err = std::panic::catch_unwind(|| janus::with_mode(Mode::Check, || gate_whole(&x, &w))).unwrap_err();
     janus::rt::testing::break_fused_kernels(false);

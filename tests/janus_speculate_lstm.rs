@@ -87,6 +87,14 @@ fn the_flagship_adam_step_is_one_graph_and_equals_eager_over_50_steps() {
     assert_eq!(eager_in_janus, 0, "ops ran eagerly in janus mode: {}", janus::explain());
     // The graph holds the backward pass that `backward()` recorded inside it.
     assert!(whole.staged_ops > 0);
+    // Per key: one graph, no asserts (the trip count comes from the key), its path the time
+    // loop's 32 trips. (The first call's key, with Adam's state not yet created, ran once.)
+    let speculated: Vec<_> = whole.keys.iter().filter(|k| k.speculated).collect();
+    let [key] = speculated.as_slice() else { panic!("one speculated key: {:?}", whole.keys) };
+    assert!(key.speculated && key.asserts == 0 && key.hits >= 45, "{key:?}");
+    assert_eq!(key.path.len(), lstm_lm::T, "{key:?}");
+    assert!(key.path.iter().all(|&(line, taken)| taken && line == key.path[0].0));
+    assert!(janus::explain().contains("path line"), "{}", janus::explain());
 }
 
 #[test]
@@ -131,6 +139,14 @@ fn the_clipped_lstm_step_speculates_until_the_decision_flips_and_matches_eager()
     assert!(flips >= 2 && d.assert_failures >= 2, "the decision flipped: {}", janus::explain());
     assert!(d.hits >= 25, "one graph while the decision holds: {}", janus::explain());
     assert!(d.eager_runs.contains_key(&EagerKind::SpeculationFailed), "{}", janus::explain());
+    // The key's graph asserts the clipping decision, at its line in `lstm_lm.rs`.
+    let key = d.keys.iter().find(|k| k.speculated).expect("a speculated key");
+    assert_eq!(key.asserts, 1, "{key:?}");
+    assert_eq!(key.path.len(), 1, "{key:?}");
+    let line = include_str!("../examples/common/lstm_lm.rs")
+        .lines()
+        .position(|l| l.contains("if norm.item() > 5.0"));
+    assert_eq!(Some(key.path[0].0 as usize), line.map(|l| l + 1), "{key:?}");
 }
 
 /// A value the runtime cannot key or rebuild.

@@ -120,7 +120,7 @@ fn lstm(mut m: &Lstm, mut xs: &[Tensor], mut ys: &[Tensor]) -> Tensor {
                                                 {
                                                     ::janus::__private::Enter::Body(__janus_scope) => {
                                                         {
-                                                            ::janus::__private::branch(1u32, true);
+                                                            ::janus::__private::branch(1u32, 6u32, true);
                                                             let mut g = xs[t].matmul(&m.wx) + h.matmul(&m.wh) + &m.b;
                                                             let [i, f, gg, o] = g.chunk::<4>(1);
                                                             c = f.sigmoid() * &c + i.sigmoid() * gg.tanh();

@@ -119,7 +119,7 @@ fn update<A: Act>(mut self: &mut Self, mut grads: &[Tensor], mut lr: f64) {
                                                             let lr = &__janus_dyn_lr;
                                                             let _ = &scale;
                                                             let mut scale = |g: &Tensor| A::default().apply(g) * lr;
-                                                            ::janus::__private::branch(1u32, true);
+                                                            ::janus::__private::branch(1u32, 3u32, true);
                                                             *w = &*w - scale(g);
                                                         }
                                                         __janus_scope

@@ -35,8 +35,8 @@ pub(crate) trait Recorder: Sync {
     fn assertion(&self, predicate: &Tensor, value: bool) -> bool;
     /// A host statement at `line` of a `#[janus]` function ran.
     fn host_statement(&self, line: u32);
-    /// Host decision `site` of a `#[janus]` function went the way `taken`.
-    fn decision(&self, site: u32, taken: bool);
+    /// A host decision of a `#[janus]` function was taken.
+    fn decision(&self, d: crate::trace::Decision);
 }
 
 thread_local! {
@@ -118,8 +118,8 @@ pub(crate) fn host_statement(line: u32) {
 
 /// See [`Recorder::decision`].
 #[inline]
-pub(crate) fn decision(site: u32, taken: bool) {
+pub(crate) fn decision(d: crate::trace::Decision) {
     if let Some(r) = active() {
-        r.decision(site, taken);
+        r.decision(d);
     }
 }

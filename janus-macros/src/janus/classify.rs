@@ -368,8 +368,14 @@ pub(crate) fn is_effect(s: &Stmt, env: &Env) -> bool {
         env: &'e Env,
     }
     impl<'a> Visit<'a> for Find<'_> {
-        fn visit_macro(&mut self, _: &'a syn::Macro) {
-            self.found = true;
+        fn visit_macro(&mut self, m: &'a syn::Macro) {
+            // Compile-time macros have no effects (the macro's own `line!()` among them).
+            const PURE: [&str; 8] =
+                ["line", "column", "file", "module_path", "stringify", "concat", "cfg", "include_str"];
+            let last = m.path.segments.last().map(|s| name(&s.ident)).unwrap_or_default();
+            if !PURE.contains(&last.as_str()) {
+                self.found = true;
+            }
         }
         fn visit_expr_unsafe(&mut self, _: &'a syn::ExprUnsafe) {
             self.found = true;
@@ -424,6 +430,10 @@ mod tests {
         assert_eq!(k("let f = |x: &Tensor| x.exp();"), Kind::ClosureDef);
         assert_eq!(k("let y = x?;"), Kind::Host);
         assert_eq!(k("janus::save(\"p\", &m);"), Kind::Host);
+        let e = env(&["v"]);
+        let effect = |s: &str| is_effect(&syn::parse_str::<Stmt>(s).unwrap(), &e);
+        assert!(effect("println!(\"{}\", 1);"));
+        assert!(!effect("::janus::__private::branch(3, ::core::line!(), true);"));
         assert_eq!(k("let r#type = loss.exp();"), Kind::Static);
     }
 

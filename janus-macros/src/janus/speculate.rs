@@ -17,6 +17,7 @@ use super::expand::Ctx;
 use super::reads::Place;
 use super::scope::name;
 use quote::{ToTokens, quote};
+use syn::spanned::Spanned;
 use syn::visit_mut::VisitMut;
 use syn::{BinOp, Block, Expr, FnArg, Ident, ItemFn, Pat, ReturnType, Stmt, Type};
 
@@ -31,6 +32,11 @@ impl Instrument {
         self.next += 1;
         self.next
     }
+}
+
+/// The source line of `span`, for `explain()` (0 where the compiler gives none).
+fn line_of(span: proc_macro2::Span) -> u32 {
+    span.start().line as u32
 }
 
 /// `A.item()` or `A.item_f64()` with no arguments: the receiver and whether it reads `f64`.
@@ -91,23 +97,22 @@ impl VisitMut for Instrument {
             Expr::Closure(_) => return,
             Expr::If(i) if !matches!(&*i.cond, Expr::Let(_)) => {
                 rewrite_condition(&mut i.cond);
-                let (site, cond) = (self.site(), &i.cond);
-                *i.cond = syn::parse_quote!(::janus::__private::branch(#site, #cond));
+                let (site, cond, line) = (self.site(), &i.cond, line_of(i.if_token.span));
+                *i.cond = syn::parse_quote!(::janus::__private::branch(#site, #line, #cond));
             }
             Expr::While(w) if !matches!(&*w.cond, Expr::Let(_)) => {
                 rewrite_condition(&mut w.cond);
-                let (site, cond) = (self.site(), &w.cond);
-                *w.cond = syn::parse_quote!(::janus::__private::branch(#site, #cond));
+                let (site, cond, line) = (self.site(), &w.cond, line_of(w.while_token.span));
+                *w.cond = syn::parse_quote!(::janus::__private::branch(#site, #line, #cond));
             }
             Expr::ForLoop(f) => {
-                let site = self.site();
-                f.body.stmts.insert(0, syn::parse_quote!(::janus::__private::branch(#site, true);));
+                let (site, line) = (self.site(), line_of(f.for_token.span));
+                f.body.stmts.insert(0, syn::parse_quote!(::janus::__private::branch(#site, #line, true);));
             }
             Expr::Match(m) => {
                 for arm in &mut m.arms {
-                    let site = self.site();
-                    let body = &arm.body;
-                    *arm.body = syn::parse_quote!({ ::janus::__private::branch(#site, true); #body });
+                    let (site, line, body) = (self.site(), line_of(arm.pat.span()), &arm.body);
+                    *arm.body = syn::parse_quote!({ ::janus::__private::branch(#site, #line, true); #body });
                 }
             }
             _ => {}

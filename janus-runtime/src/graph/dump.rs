@@ -7,6 +7,19 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 static SEQ: AtomicUsize = AtomicUsize::new(0);
 
+/// Appends `line` to `DIR/summary.txt` if dumping is on (what a graph's outputs mean, say).
+pub(crate) fn note(line: &str) {
+    let Some(dir) = &crate::config::config().dump_dir else { return };
+    let result = std::fs::create_dir_all(dir).and_then(|_| {
+        let mut summary =
+            std::fs::OpenOptions::new().create(true).append(true).open(dir.join("summary.txt"))?;
+        writeln!(summary, "     {line}")
+    });
+    if let Err(e) = result {
+        log::warn!("janus: could not write to {}: {e}", dir.display());
+    }
+}
+
 /// Writes `g` under `name` if dumping is on; errors are logged, never raised.
 pub(crate) fn dump(name: &str, g: &Graph) {
     let Some(dir) = &crate::config::config().dump_dir else { return };

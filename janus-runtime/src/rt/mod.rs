@@ -16,7 +16,7 @@ pub use crate::config::{Mode, mode, set_mode, with_mode};
 pub use check::{SAMPLE_PERIOD, self_check, set_self_check};
 pub use coverage::EagerKind;
 pub use probe::{Input, Prober};
-pub use stats::{FragmentStats, OpCounts, Stats, explain, reset_caches, reset_stats, stats};
+pub use stats::{FragmentStats, KeyStats, OpCounts, Stats, explain, reset_caches, reset_stats, stats};
 
 use crate::{DType, Tensor};
 

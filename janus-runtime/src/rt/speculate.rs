@@ -40,12 +40,13 @@ pub fn host_statement(line: u32) {
     crate::recorder::host_statement(line);
 }
 
-/// Host decision `site` of a `#[janus]` function (an `if` or `while` condition) went the way
-/// `taken`: part of the path two profiled recordings must agree on. Returns `taken`.
+/// Host decision `site` of a `#[janus]` function (an `if` or `while` condition at `line`, a
+/// loop trip, a `match` arm) went the way `taken`: part of the path two profiled recordings
+/// must agree on. Returns `taken`.
 #[doc(hidden)]
 #[inline]
-pub fn branch(site: u32, taken: bool) -> bool {
-    crate::recorder::decision(site, taken);
+pub fn branch(site: u32, line: u32, taken: bool) -> bool {
+    crate::recorder::decision(crate::trace::Decision { site, line, taken });
     taken
 }
 

@@ -135,6 +135,55 @@ pub struct FragmentStats {
     pub staged_backward_ops: u64,
     /// Tensor ops the block's statements ran eagerly, by why they ran.
     pub eager_ops: BTreeMap<EagerKind, u64>,
+    /// Of a whole-function fragment (`function#fn`), every key as of the snapshot, the most
+    /// replayed first (empty for blocks).
+    pub keys: Vec<KeyStats>,
+}
+
+/// One key of a whole-function fragment (DESIGN §8), as `explain()` lists it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct KeyStats {
+    /// The key's inputs: a tensor's dims, a module's tensor count, host values.
+    pub inputs: String,
+    /// The host decisions of its graph's path (or of the last profiled call), in order, as
+    /// `(line, taken)`: an `if`/`while` condition's answer, `true` per loop trip or `match` arm.
+    pub path: Vec<(u32, bool)>,
+    /// Whether a speculative graph serves the key.
+    pub speculated: bool,
+    /// The asserts in that graph.
+    pub asserts: usize,
+    /// Replays of that graph.
+    pub hits: u64,
+    /// Failed speculations of the key (asserts that did not hold, paths that changed).
+    pub failures: u64,
+    /// Why the key has no graph: `profiling`, or the reason it stays on the fragment path.
+    pub not_speculated: Option<String>,
+}
+
+/// A path as `line 12 yes x32, line 12 no`: runs of the same decision collapsed.
+pub(crate) fn path_summary(path: &[crate::trace::Decision]) -> String {
+    let pairs: Vec<(u32, bool)> = path.iter().map(|d| (d.line, d.taken)).collect();
+    summarise_path(&pairs)
+}
+
+fn summarise_path(path: &[(u32, bool)]) -> String {
+    if path.is_empty() {
+        return "no decisions".into();
+    }
+    let mut parts: Vec<String> = Vec::new();
+    let mut k = 0;
+    while k < path.len() {
+        let run = path[k..].iter().take_while(|d| **d == path[k]).count();
+        let (line, taken) = path[k];
+        let word = if taken { "yes" } else { "no" };
+        parts.push(if run > 1 {
+            format!("line {line} {word} x{run}")
+        } else {
+            format!("line {line} {word}")
+        });
+        k += run;
+    }
+    parts.join(", ")
 }
 
 impl FragmentStats {
@@ -164,6 +213,7 @@ impl FragmentStats {
             staged_ops: self.staged_ops.saturating_sub(earlier.staged_ops),
             staged_backward_ops: self.staged_backward_ops.saturating_sub(earlier.staged_backward_ops),
             eager_ops: delta(&self.eager_ops, &earlier.eager_ops),
+            keys: self.keys.clone(),
         }
     }
 }
@@ -348,6 +398,19 @@ pub fn explain() -> String {
             f.eager_ops.values().sum::<u64>(),
             if reasons.is_empty() { "-".to_string() } else { reasons.join("; ") }
         );
+        for (k, key) in f.keys.iter().enumerate() {
+            let status = match &key.not_speculated {
+                None => format!("one graph, {} assert(s): {} hits", key.asserts, key.hits),
+                Some(why) => format!("not speculated: {why}"),
+            };
+            let _ = writeln!(
+                out,
+                "    key {k} ({}): path {}; {status}; {} failure(s)",
+                key.inputs,
+                summarise_path(&key.path),
+                key.failures
+            );
+        }
     }
     let _ = writeln!(out, "{}", s.coverage_summary());
     out

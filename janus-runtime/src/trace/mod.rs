@@ -152,7 +152,7 @@ pub struct Recording {
     /// The decisions on tensor values taken, as asserts: `(predicate node, value taken)`.
     asserts: Vec<(NodeId, bool)>,
     /// The host decisions taken (`if` and `while` conditions), in order: the path.
-    path: Vec<(u32, bool)>,
+    path: Vec<Decision>,
 }
 
 impl Recording {
@@ -411,10 +411,10 @@ impl crate::recorder::Recorder for Tracer {
             }
         });
     }
-    fn decision(&self, site: u32, taken: bool) {
+    fn decision(&self, d: Decision) {
         with_top(|r| {
             if r.speculative {
-                r.path.push((site, taken));
+                r.path.push(d);
             }
         });
     }
@@ -425,7 +425,19 @@ impl crate::recorder::Recorder for Tracer {
 pub(crate) struct Finished {
     pub(crate) graph: Graph,
     pub(crate) asserts: Vec<bool>,
-    pub(crate) path: Vec<(u32, bool)>,
+    pub(crate) path: Vec<Decision>,
+}
+
+/// One host decision of a whole-function recording: its site (numbered by the macro), the
+/// source line, and the way it went.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Decision {
+    /// The decision's number in its function.
+    pub site: u32,
+    /// Its line in the source.
+    pub line: u32,
+    /// Whether the branch was taken (a loop trip or a `match` arm reports `true`).
+    pub taken: bool,
 }
 
 /// An active recording on this thread; ends with [`finish`](RecordingGuard::finish), or is

@@ -110,7 +110,7 @@ struct Recorded {
     kinds: Vec<OutKind>,
     /// What each asserted predicate (the graph's last outputs) must be, and the host path.
     asserts: Vec<bool>,
-    path: Vec<(u32, bool)>,
+    path: Vec<crate::trace::Decision>,
 }
 
 /// A compiled variant.
@@ -119,6 +119,8 @@ struct Staged {
     consts: Vec<ConstLeaf>,
     /// What each asserted predicate must be (speculative variants; the graph's last outputs).
     asserts: Vec<bool>,
+    /// The host decisions its recordings took (speculative variants).
+    path: Vec<crate::trace::Decision>,
     /// Replays so far, checked and panicked ones included (numbers the sampled checks).
     replays: AtomicU64,
     counts: ReplayCounts,

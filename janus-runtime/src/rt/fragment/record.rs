@@ -122,6 +122,14 @@ impl Fragment {
         let mut needs: Vec<bool> = distinct.iter().map(|t| t.needs_grad() && t.dtype().is_float()).collect();
         needs.resize(rec.graph.inputs.len(), false);
         let name = self.name();
+        if self.site.speculative {
+            let path = super::super::stats::path_summary(&rec.path);
+            let must: Vec<bool> = rec.asserts.clone();
+            crate::graph::dump::note(&format!(
+                "{name}: whole-function graph; its last {} output(s) are asserts that must be {must:?}; path: {path}",
+                must.len()
+            ));
+        }
         let built = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             Compiled::new(&name, rec.graph, &needs, &rec.kinds)
         }));
@@ -135,6 +143,7 @@ impl Fragment {
                     compiled: Arc::new(c),
                     consts: rec.consts,
                     asserts: rec.asserts,
+                    path: rec.path,
                     replays: AtomicU64::new(0),
                     counts: ReplayCounts::default(),
                     invalid: AtomicBool::new(false),

@@ -1,6 +1,7 @@
 //! Statistics snapshots and resets of a fragment.
 
 use super::*;
+use crate::rt::stats::KeyStats;
 
 impl Fragment {
     pub(crate) fn snapshot(&'static self) -> FragmentStats {
@@ -39,7 +40,44 @@ impl Fragment {
                 .map(|&k| (k, c.eager_ops(k).load(Ordering::Relaxed)))
                 .filter(|&(_, n)| n > 0)
                 .collect(),
+            keys: if self.site.speculative { self.key_stats(st) } else { Vec::new() },
         }
+    }
+
+    /// Per key of a whole-function fragment: its path, its graph's counts, or why it has none.
+    fn key_stats(&self, st: &State) -> Vec<KeyStats> {
+        let variants = st.variants.read().unwrap();
+        let mut keys: Vec<KeyStats> = (variants.values().flatten())
+            .map(|v| {
+                let inputs = (v.inputs.iter())
+                    .map(|(name, consts, dims)| match (dims.as_slice(), consts.len()) {
+                        ([], 0) => name.to_string(),
+                        ([], _) => format!("{name}: host value"),
+                        ([d], _) => format!("{name}: {d:?}"),
+                        (ds, _) => format!("{name}: {} tensors", ds.len()),
+                    })
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                let staged = v.staged.get().filter(|s| !s.invalid.load(Ordering::Relaxed));
+                let profiled = v.profile.lock().unwrap().last.as_ref().map(|r| r.path.clone());
+                let path = staged.map(|s| s.path.clone()).or(profiled).unwrap_or_default();
+                KeyStats {
+                    inputs,
+                    path: path.iter().map(|d| (d.line, d.taken)).collect(),
+                    speculated: staged.is_some(),
+                    asserts: staged.map_or(0, |s| s.asserts.len()),
+                    hits: staged.map_or(0, |s| s.counted().0),
+                    failures: v.failures.load(Ordering::Relaxed),
+                    not_speculated: match (staged, v.unstageable.get()) {
+                        (Some(_), _) => None,
+                        (None, Some(why)) => Some(why.clone()),
+                        (None, None) => Some("profiling".into()),
+                    },
+                }
+            })
+            .collect();
+        keys.sort_by(|a, b| b.hits.cmp(&a.hits).then_with(|| a.inputs.cmp(&b.inputs)));
+        keys
     }
 
     pub(crate) fn reset_stats(&'static self) {
