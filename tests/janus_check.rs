@@ -95,3 +95,66 @@ fn check_mode_checks_a_speculated_function_too() {
 }
 
 static FAULT: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// A block whose gradient flows to both inputs.
+#[janus(speculate = false)]
+fn blend(x: &Tensor, w: &Tensor) -> Tensor {
+    let y = (x.matmul(w) * 2.0).tanh() + x.square().sum(1).unsqueeze(1);
+    y
+}
+
+#[test]
+fn check_mode_catches_a_broken_compiled_backward_that_forward_checks_cannot_see() {
+    let _one_at_a_time = FAULT.lock().unwrap_or_else(|p| p.into_inner());
+    janus::set_self_check(false);
+    let x = Tensor::from_vec(vec![0.1f32, 0.2, 0.3, 0.4, 0.5, 0.6], [2, 3]).requires_grad();
+    let w = Tensor::from_vec(vec![1.0f32, -1.0, 0.5, 0.25, -0.5, 2.0], [3, 2]).requires_grad();
+    for _ in 0..3 {
+        janus::with_mode(Mode::Check, || blend(&x, &w)); // healthy: values and gradients agree
+    }
+    janus::rt::testing::break_compiled_backward(true);
+    let caught = std::panic::catch_unwind(|| janus::with_mode(Mode::Check, || blend(&x, &w)));
+    // Without gradients flowing, the broken backward is never run, and nothing is reported.
+    let no_grad_call = std::panic::catch_unwind(|| {
+        let (xd, wd) = (x.detach(), w.detach());
+        janus::with_mode(Mode::Check, || blend(&xd, &wd))
+    });
+    janus::rt::testing::break_compiled_backward(false);
+    let msg = caught.expect_err("check mode caught the broken backward");
+    let msg = msg.downcast_ref::<String>().cloned().unwrap_or_default();
+    assert!(msg.contains("janus check: fragment `blend#0`"), "{msg}");
+    assert!(msg.contains("the gradient of input `x`") || msg.contains("the gradient of input `w`"), "{msg}");
+    assert!(no_grad_call.is_ok());
+}
+
+#[test]
+fn the_sampled_self_check_catches_a_broken_backward_before_a_wrong_gradient_goes_out() {
+    let _one_at_a_time = FAULT.lock().unwrap_or_else(|p| p.into_inner());
+    janus::set_self_check(true);
+    let x = Tensor::from_vec(vec![0.3f32, -0.2, 0.1, 0.7, 0.5, -0.6], [2, 3]).requires_grad();
+    let w = Tensor::from_vec(vec![0.5f32, -1.5, 0.5, 0.75, -0.25, 1.0], [3, 2]).requires_grad();
+    let loss = |y: Tensor| (y * 1.5).sum_all();
+    let want = loss(janus::with_mode(Mode::Eager, || blend2(&x, &w))).backward();
+    janus::rt::testing::break_compiled_backward(true);
+    for call in 0..6 {
+        let got = loss(blend2(&x, &w)).backward();
+        for (name, t) in [("x", &x), ("w", &w)] {
+            assert_eq!(
+                got.get(t).unwrap().to_vec::<f32>(),
+                want.get(t).unwrap().to_vec::<f32>(),
+                "call {call}: d/d{name}"
+            );
+        }
+    }
+    janus::rt::testing::break_compiled_backward(false);
+    let f = janus::stats().fragments.into_iter().find(|f| f.name == "blend2#0").unwrap();
+    assert_eq!(f.divergences, 1, "{}", janus::explain());
+    assert!(f.eager.keys().any(|r| r.contains("the gradient of input")), "{}", janus::explain());
+}
+
+/// `blend` again, for the self-check test's own statistics.
+#[janus(speculate = false)]
+fn blend2(x: &Tensor, w: &Tensor) -> Tensor {
+    let y = (x.matmul(w) * 2.0).tanh() + x.square().sum(1).unsqueeze(1);
+    y
+}

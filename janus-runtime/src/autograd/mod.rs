@@ -261,6 +261,78 @@ fn run_backward(root: &Tensor, seed: Tensor) -> Grads {
     finish_leaves(leaves)
 }
 
+/// The gradients of `sum_k sum(root_k * seed_k)` with respect to each of `targets` (tensors
+/// anywhere in the graph, not only leaves), walking only the graph above them: a target's own
+/// history is not entered. `None` where no gradient reaches a target. For checks of one block's
+/// backward (`JANUS_MODE=check`): its outputs are the roots, its inputs the targets.
+pub(crate) fn vjp_at(roots: &[(&Tensor, Tensor)], targets: &[Tensor]) -> Vec<Option<Tensor>> {
+    let mut at: Vec<GradSum> = targets.iter().map(|_| GradSum::default()).collect();
+    // A target by its place: a leaf by its id, an op output by (node, index).
+    let place = |t: &Tensor| match &t.0.grad {
+        GradMeta::Node(n, i) => Some((n.id, *i)),
+        GradMeta::Leaf => Some((0, t.id() as usize)),
+        GradMeta::None => None,
+    };
+    let places: Vec<Option<(u64, usize)>> = targets.iter().map(place).collect();
+    let find = |t: &Tensor| place(t).and_then(|p| places.iter().position(|q| *q == Some(p)));
+    let mut pending: HashMap<u64, Vec<GradSum>> = HashMap::new();
+    let mut order: Vec<Arc<GradNode>> = Vec::new();
+    let mut seen = HashSet::new();
+    let mut deliver = |t: &Tensor, g: GradPart, pending: &mut HashMap<u64, Vec<GradSum>>| {
+        if let Some(k) = find(t) {
+            at[k].add(g);
+        } else if let GradMeta::Node(n, i) = &t.0.grad {
+            let slots = pending
+                .entry(n.id)
+                .or_insert_with(|| (0..n.num_outputs()).map(|_| GradSum::default()).collect());
+            slots[*i].add(g);
+        }
+    };
+    for (root, seed) in roots {
+        deliver(root, GradPart::Dense(seed.clone()), &mut pending);
+    }
+    // Nodes to walk: reachable from the roots without passing through a target.
+    for (root, _) in roots {
+        if let GradMeta::Node(n, _) = &root.0.grad
+            && find(root).is_none()
+            && seen.insert(n.id)
+        {
+            let mut stack: Vec<(Arc<GradNode>, usize)> = vec![(n.clone(), 0)];
+            while let Some((node, i)) = stack.pop() {
+                if i < node.inputs.len() {
+                    let input = &node.inputs[i];
+                    stack.push((node.clone(), i + 1));
+                    if let GradMeta::Node(child, _) = &input.0.grad
+                        && find(input).is_none()
+                        && seen.insert(child.id)
+                    {
+                        stack.push((child.clone(), 0));
+                    }
+                } else {
+                    order.push(node);
+                }
+            }
+        }
+    }
+    for node in order.iter().rev() {
+        let Some(sums) = pending.remove(&node.id) else { continue };
+        let outs: Vec<Option<Tensor>> = sums.into_iter().map(GradSum::finish).collect();
+        let input_grads = match &node.backward {
+            NodeBackward::Op { op, output } => match &outs[0] {
+                Some(g) => op_backward(op, &node.inputs, output, g),
+                None => continue,
+            },
+            NodeBackward::Custom(c) => c.backward(&node.inputs, &outs),
+        };
+        for (input, g) in node.inputs.iter().zip(input_grads) {
+            if let Some(g) = g {
+                deliver(input, g, &mut pending);
+            }
+        }
+    }
+    at.into_iter().map(GradSum::finish).collect()
+}
+
 /// The leaves' gradients, summed in the order the leaves were created (by id), not in hash
 /// order: summing runs ops (the GEMM over deferred weight-gradient factors), and a recording of
 /// a block that calls `backward()` must come out the same on every call, in a graph whose

@@ -5,12 +5,12 @@
 
 mod cpu;
 mod cuda;
-mod faults;
+pub(crate) mod faults;
 pub(crate) mod lower;
 pub(crate) mod memory;
 
 #[cfg(feature = "fault-injection")]
-pub use faults::break_fused_kernels;
+pub use faults::{break_compiled_backward, break_fused_kernels};
 pub use memory::MemoryPlan;
 
 use crate::Device;

@@ -88,6 +88,46 @@ pub(crate) fn mismatch(got: &Tensor, want: &Tensor) -> Option<f64> {
     (worst > tol).then_some(worst)
 }
 
+/// Like [`mismatch`], for gradients: a compiled backward sums in another order than eager's,
+/// so the tolerance is 1e-4 relative (1e-9 in `f64`).
+pub(crate) fn grad_mismatch(got: &Tensor, want: &Tensor) -> Option<f64> {
+    let tol = if want.dtype() == crate::DType::F64 { 1e-9 } else { 1e-4 };
+    match mismatch(got, want) {
+        Some(err) if err > tol => Some(err),
+        _ => None,
+    }
+}
+
+/// A fixed pseudo-random cotangent in `[-1, 1)` for output `k` (its shape, dtype and device),
+/// drawn without touching the random stream: a checked call leaves the stream as a replay does.
+pub(crate) fn cotangent(like: &Tensor, k: usize) -> Tensor {
+    let mut s = 0x9e37_79b9_7f4a_7c15u64 ^ (k as u64).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    let values: Vec<f64> = (0..like.numel())
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            (s >> 11) as f64 / (1u64 << 52) as f64 - 1.0
+        })
+        .collect();
+    Tensor::from_vec(values, like.dims().to_vec()).to_dtype(like.dtype()).to_device(like.device())
+}
+
+/// The name of each distinct input leaf of a call, as the check reports it: `x`, `m[2]` for a
+/// module's third tensor, `grads[k]` for a `Grads` entry.
+pub(crate) fn leaf_names(inputs: &[super::probe::Probed], firsts: &[usize]) -> Vec<String> {
+    let mut names = Vec::with_capacity(firsts.len());
+    for p in inputs.iter().filter(|p| p.grads.is_none()) {
+        for k in 0..p.leaves.len() {
+            names.push(if p.leaves.len() == 1 { p.name.to_string() } else { format!("{}[{k}]", p.name) });
+        }
+    }
+    let grads = inputs.iter().find(|p| p.grads.is_some()).map_or("grads", |p| p.name);
+    let plain = names.len();
+    names.extend((plain..firsts.len()).map(|k| format!("{grads}[{}]", k - plain)));
+    names.into_iter().zip(firsts).enumerate().filter(|&(k, (_, &f))| k == f).map(|(_, (n, _))| n).collect()
+}
+
 /// The first difference between a replay's outputs and the statements' outputs, described:
 /// tensors (`(name, tensor)` per leaf, in order) within tolerance, constant leaves exactly.
 pub(crate) fn compare(

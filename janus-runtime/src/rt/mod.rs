@@ -72,5 +72,5 @@ pub fn dynamic_scalar<S: DynamicScalar>(value: S) -> Tensor {
 #[cfg(feature = "fault-injection")]
 #[doc(hidden)]
 pub mod testing {
-    pub use crate::exec::break_fused_kernels;
+    pub use crate::exec::{break_compiled_backward, break_fused_kernels};
 }

@@ -8,6 +8,8 @@ pub(super) struct CheckRun {
     variant: Arc<Variant>,
     staged: Arc<Staged>,
     replayed: Vec<Tensor>,
+    /// The call's distinct input leaves and their names (for the gradient comparison).
+    inputs: Vec<(String, Tensor)>,
     policy: Policy,
     started: Instant,
     _running: Checking,
@@ -50,7 +52,7 @@ impl Fragment {
         key: u64,
         variant: &Arc<Variant>,
         staged: &Arc<Staged>,
-        distinct: &[Tensor],
+        (distinct, names): (&[Tensor], Vec<String>),
         policy: Policy,
     ) -> Enter {
         let started = Instant::now();
@@ -73,6 +75,7 @@ impl Fragment {
             variant: variant.clone(),
             staged: staged.clone(),
             replayed,
+            inputs: names.into_iter().zip(distinct.iter().cloned()).collect(),
             policy,
             started,
             _running: Checking::start(),
@@ -90,7 +93,8 @@ impl Fragment {
         let eager: Vec<(&'static str, &Tensor)> =
             outputs.iter().flat_map(|p| p.leaves.iter().map(move |t| (p.name, t))).collect();
         let eager_consts: Vec<ConstLeaf> = outputs.iter().flat_map(|p| p.consts.iter().copied()).collect();
-        let diff = check::compare(&run.replayed, &run.staged.consts, &eager, &eager_consts);
+        let diff = check::compare(&run.replayed, &run.staged.consts, &eager, &eager_consts)
+            .or_else(|| compare_gradients(&run, &eager));
         st.counters.check_us.fetch_add(run.started.elapsed().as_micros() as u64, Ordering::Relaxed);
         let Some(diff) = diff else { return };
         Counters::bump(&st.counters.divergences);
@@ -110,4 +114,47 @@ impl Fragment {
             }
         }
     }
+}
+
+/// Once the values agree: the compiled backward against eager's, as vector-Jacobian products
+/// with the same cotangents on every differentiable output, with respect to every input that
+/// needs a gradient. Only the block's own backward runs (twice): the walk stops at its inputs.
+fn compare_gradients(run: &CheckRun, eager: &[(&'static str, &Tensor)]) -> Option<String> {
+    if !crate::autograd::is_grad_enabled() {
+        return None;
+    }
+    let outs: Vec<(&Tensor, &Tensor)> = (eager.iter().map(|(_, t)| *t).zip(&run.replayed))
+        .filter(|(e, r)| e.dtype().is_float() && e.needs_grad() && r.needs_grad())
+        .collect();
+    let targets: Vec<&(String, Tensor)> = run.inputs.iter().filter(|(_, t)| t.needs_grad()).collect();
+    if outs.is_empty() || targets.is_empty() {
+        return None;
+    }
+    let seeds: Vec<Tensor> = outs.iter().enumerate().map(|(k, (e, _))| check::cotangent(e, k)).collect();
+    let at: Vec<Tensor> = targets.iter().map(|(_, t)| t.clone()).collect();
+    let (want, got) = crate::autograd::no_grad(|| {
+        let roots = |replayed: bool| -> Vec<(&Tensor, Tensor)> {
+            let side = outs.iter().map(|&(e, r)| if replayed { r } else { e });
+            side.zip(&seeds).map(|(t, s)| (t, s.clone())).collect()
+        };
+        let want = crate::autograd::vjp_at(&roots(false), &at);
+        let got = crate::autograd::vjp_at(&roots(true), &at);
+        (want, got)
+    });
+    for ((name, t), (w, g)) in targets.iter().zip(want.into_iter().zip(got)) {
+        let zero = || crate::autograd::no_grad(|| Tensor::zeros_like(t));
+        let (w, g) = match (w, g) {
+            (None, None) => continue,
+            (w, g) => (w.unwrap_or_else(zero), g.unwrap_or_else(zero)),
+        };
+        if let Some(err) = check::grad_mismatch(&g, &w) {
+            return Some(format!(
+                "the gradient of input `{name}` ({:?} {}) from the compiled backward has max relative \
+                 error {err:e} against eager's (same cotangents on every output)",
+                t.shape(),
+                t.dtype()
+            ));
+        }
+    }
+    None
 }

@@ -259,7 +259,8 @@ impl Fragment {
             let n = staged.replays.fetch_add(1, Ordering::Relaxed) + 1;
             let distinct = key::distinct(leaves, &firsts);
             if let Some(policy) = check::due(mode, n) {
-                return self.start_check(st, fp, &variant, staged, &distinct, policy);
+                let names = check::leaf_names(&inputs, &firsts);
+                return self.start_check(st, fp, &variant, staged, (&distinct, names), policy);
             }
             let sink: &'static Counters = &st.counters;
             let pos = (!staged.asserts.is_empty()).then(crate::random::stream_position);
