@@ -6,7 +6,7 @@ use super::expand::Ctx;
 use super::reads::Place;
 use super::scope::{name, pattern_names};
 use proc_macro2::Span;
-use quote::{format_ident, quote, quote_spanned};
+use quote::{ToTokens, format_ident, quote, quote_spanned};
 use syn::spanned::Spanned;
 use syn::{Expr, Ident, Stmt};
 
@@ -35,6 +35,11 @@ pub(crate) struct Fragment<'a> {
 // Long by design: one `quote!` template of the whole dispatch, read top to bottom.
 pub(crate) fn fragment(f: Fragment<'_>, ctx: &mut Ctx) -> Vec<Stmt> {
     let span = f.stmts.first().map(|s| s.span()).unwrap_or_else(Span::call_site);
+    // The block's extent in lines, for `explain()` (0 where the compiler gives no lines).
+    let first_line = span.start().line;
+    let last_line = (f.stmts.last().and_then(|s| s.to_token_stream().into_iter().last()))
+        .map_or(first_line, |t| t.span().end().line);
+    let more_lines = last_line.saturating_sub(first_line) as u32;
     let index = ctx.next;
     ctx.next += 1;
     let (function, profile, max_variants, min_ops) =
@@ -142,6 +147,7 @@ pub(crate) fn fragment(f: Fragment<'_>, ctx: &mut Ctx) -> Vec<Stmt> {
                 function: #function,
                 file: ::core::file!(),
                 line: ::core::line!(),
+                more_lines: #more_lines,
                 index: #index,
                 profile: #profile,
                 max_variants: #max_variants,

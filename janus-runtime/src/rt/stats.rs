@@ -101,6 +101,11 @@ pub struct FragmentStats {
     pub name: String,
     /// `file:line` of the block's first statement.
     pub span: String,
+    /// The line its last statement ends on.
+    pub last_line: u32,
+    /// Tensor ops one replay runs (of its recording, before fusion; the most replayed variant's),
+    /// 0 before a graph is compiled.
+    pub ops_per_replay: u64,
     /// Times the block was reached.
     pub calls: u64,
     /// Replays of a compiled graph.
@@ -160,6 +165,9 @@ pub struct KeyStats {
     pub not_speculated: Option<String>,
 }
 
+/// How a block run recorded into an enclosing graph is counted in `FragmentStats::eager`.
+pub(crate) const INLINE: &str = "recorded inline by an enclosing graph";
+
 /// A path as `line 12 yes x32, line 12 no`: runs of the same decision collapsed.
 pub(crate) fn path_summary(path: &[crate::trace::Decision]) -> String {
     let pairs: Vec<(u32, bool)> = path.iter().map(|d| (d.line, d.taken)).collect();
@@ -198,6 +206,8 @@ impl FragmentStats {
         FragmentStats {
             name: self.name.clone(),
             span: self.span.clone(),
+            last_line: self.last_line,
+            ops_per_replay: self.ops_per_replay,
             calls: self.calls.saturating_sub(earlier.calls),
             hits: self.hits.saturating_sub(earlier.hits),
             traces: self.traces.saturating_sub(earlier.traces),
@@ -325,7 +335,12 @@ impl Stats {
 pub fn stats() -> Stats {
     coverage::flush_outside();
     Stats {
-        fragments: fragments().into_iter().map(Fragment::snapshot).collect(),
+        fragments: {
+            // By function, the whole function first, then its blocks in order.
+            let mut all = fragments();
+            all.sort_by_key(|f| (f.site().function, !f.site().speculative, f.site().index, f.site().file));
+            all.into_iter().map(Fragment::snapshot).collect()
+        },
         outside_ops: coverage::outside(),
     }
 }
@@ -365,38 +380,54 @@ pub fn explain() -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "{:<28} {:<34} {:>8} {:>8} {:>7} {:>7} {:>10} {:>8} {:>11} {:>9}  eager runs by reason",
+        "{:<28} {:<40} {:>8} {:>8} {:>7} {:>7} {:>10} {:>8} {:>8} {:>11} {:>9}  eager runs by reason",
         "fragment",
-        "span",
+        "lines",
         "calls",
         "hits",
         "traces",
         "checks",
         "compile ms",
         "variants",
+        "ops/hit",
         "staged ops",
         "eager ops"
     );
     for f in &s.fragments {
-        let mut reasons: Vec<String> = f.eager.iter().map(|(r, n)| format!("{r}: {n}")).collect();
+        // Runs recorded into an enclosing function graph are not eager runs: they are that
+        // graph's recording.
+        let inline = f.eager_runs.get(&EagerKind::Recorded).copied().unwrap_or(0);
+        let mut reasons: Vec<String> = (f.eager.iter())
+            .filter(|(r, _)| inline == 0 || r.as_str() != INLINE)
+            .map(|(r, n)| format!("{r}: {n}"))
+            .collect();
         if f.name.ends_with("#fn") {
             // A whole function (DESIGN §8): one speculative graph per key.
             reasons.insert(0, format!("speculated: {} hits, {} assert failures", f.hits, f.assert_failures));
         }
+        if reasons.is_empty() {
+            reasons.push("-".into());
+        }
+        if inline > 0 {
+            reasons.push(format!("(and {inline} run(s) recorded into the function graph)"));
+        }
+        let first = f.span.rsplit(':').next().and_then(|l| l.parse::<u32>().ok()).unwrap_or(0);
+        let lines = if f.last_line > first { format!("{}-{}", f.span, f.last_line) } else { f.span.clone() };
         let _ = writeln!(
             out,
-            "{:<28} {:<34} {:>8} {:>8} {:>7} {:>7} {:>10.2} {:>8} {:>11} {:>9}  {}",
+            "{:<28} {:<40} {:>8} {:>8} {:>7} {:>7} {:>10.2} {:>8} {:>8} {:>11} {:>9}  {}",
             f.name,
-            f.span,
+            lines,
             f.calls,
             f.hits,
             f.traces,
             f.checks,
             f.compile_ms,
             f.variants,
+            f.ops_per_replay,
             f.staged_ops + f.staged_backward_ops,
             f.eager_ops.values().sum::<u64>(),
-            if reasons.is_empty() { "-".to_string() } else { reasons.join("; ") }
+            reasons.join("; ")
         );
         for (k, key) in f.keys.iter().enumerate() {
             let status = match &key.not_speculated {

@@ -52,6 +52,8 @@ pub struct Site {
     pub file: &'static str,
     /// Line of the block's first statement.
     pub line: u32,
+    /// How many lines after `line` the block's last statement ends.
+    pub more_lines: u32,
     /// The block's number within the function.
     pub index: u32,
     /// Recordings of a key before it is compiled (at least two agreeing ones are needed).
@@ -229,7 +231,7 @@ impl Fragment {
             return plain("mode eager", EagerKind::ModeEager);
         }
         if trace::is_recording() {
-            return plain("recorded inline by an enclosing graph", EagerKind::Recorded);
+            return plain(super::stats::INLINE, EagerKind::Recorded);
         }
         if Checking::active() {
             return plain("checked as part of an enclosing block", EagerKind::Checked);

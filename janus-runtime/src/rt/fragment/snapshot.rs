@@ -8,9 +8,13 @@ impl Fragment {
         let st = self.state();
         let c = &st.counters;
         let (mut variants, mut hits, mut checks, mut staged_ops) = (0, 0, 0, 0);
+        let (mut ops_per_replay, mut most) = (0, 0);
         for s in st.variants.read().unwrap().values().flatten().filter_map(|v| v.staged.get()) {
             variants += !s.invalid.load(Ordering::Relaxed) as usize;
             let (h, c, own) = s.counted();
+            if h >= most {
+                (ops_per_replay, most) = (s.compiled.recorded_ops(), h);
+            }
             (hits, checks, staged_ops) = (hits + h, checks + c, staged_ops + own * s.compiled.recorded_ops());
         }
         hits += c.retired_hits.load(Ordering::Relaxed);
@@ -19,6 +23,8 @@ impl Fragment {
         FragmentStats {
             name: self.name(),
             span: self.span(),
+            last_line: self.site.line + self.site.more_lines,
+            ops_per_replay,
             calls: c.calls.load(Ordering::Relaxed),
             hits,
             traces: c.traces.load(Ordering::Relaxed),
