@@ -73,12 +73,14 @@ fn eager_step<O: Optimizer>(run: &mut Run<O>, x: &Tensor, y: &Tensor) -> f32 {
 /// where it can be, which the checkpoint must override). The uninterrupted run takes
 /// `whole_step`, the other `step`. Returns both final states and losses.
 type Step<O> = fn(&mut Run<O>, &Tensor, &Tensor) -> f32;
+/// A run's final state and its losses.
+type Trained<O> = (Run<O>, Vec<f32>);
 fn resume_vs_continue<O: Optimizer + Clone>(
     name: &str,
     (opt, fresh_opt): (O, O),
     (total, at): (usize, usize),
     (whole_step, step): (Step<O>, Step<O>),
-) -> ((Run<O>, Vec<f32>), (Run<O>, Vec<f32>)) {
+) -> [Trained<O>; 2] {
     let (x, y) = data(11);
     let start = Run { net: new_net(5), opt };
     let mut whole = start.clone();
@@ -92,12 +94,12 @@ fn resume_vs_continue<O: Optimizer + Clone>(
     let mut resumed = Run { net: new_net(99), opt: fresh_opt };
     janus::load(&path, &mut resumed).unwrap();
     losses.extend((at..total).map(|_| step(&mut resumed, &x, &y)));
-    ((whole, whole_losses), (resumed, losses))
+    [(whole, whole_losses), (resumed, losses)]
 }
 
 #[test]
 fn sgd_with_momentum_resumes_bit_for_bit() {
-    let ((whole, wl), (resumed, rl)) = resume_vs_continue(
+    let [(whole, wl), (resumed, rl)] = resume_vs_continue(
         "sgd.safetensors",
         (Sgd::new(0.2).momentum(0.9).weight_decay(1e-3), Sgd::new(0.7).momentum(0.5).weight_decay(0.1)),
         (12, 5),
@@ -113,7 +115,7 @@ fn sgd_with_momentum_resumes_bit_for_bit() {
 
 #[test]
 fn adam_resumes_bit_for_bit() {
-    let ((whole, wl), (resumed, rl)) = resume_vs_continue(
+    let [(whole, wl), (resumed, rl)] = resume_vs_continue(
         "adam.safetensors",
         (
             Adam::new(0.05).betas(0.8, 0.99).weight_decay(1e-2),
@@ -163,7 +165,7 @@ janus_train_step!(sgd_resumed, Sgd);
 fn a_janus_training_step_resumes_bit_for_bit() {
     // Two copies of each step, so that each run meets a cold cache and takes the same path
     // (profile, record, compile, replay) at the same steps.
-    let ((whole, wl), (resumed, rl)) = resume_vs_continue(
+    let [(whole, wl), (resumed, rl)] = resume_vs_continue(
         "adam-janus.safetensors",
         (Adam::new(0.05), Adam::new(0.5)),
         (10, 4),
@@ -171,7 +173,7 @@ fn a_janus_training_step_resumes_bit_for_bit() {
     );
     assert_eq!(wl, rl);
     assert_eq!(bits(&whole), bits(&resumed));
-    let ((whole, wl), (resumed, rl)) = resume_vs_continue(
+    let [(whole, wl), (resumed, rl)] = resume_vs_continue(
         "sgd-janus.safetensors",
         (Sgd::new(0.2).momentum(0.9), Sgd::new(0.2).momentum(0.9)),
         (10, 4),
