@@ -357,3 +357,44 @@ fn warmup_then_cosine_matches_pytorch() {
 fn a_zero_step_size_is_an_error() {
     StepLr::new(&mut Sgd::new(0.1), 0, 0.5);
 }
+
+// `speculate = false`: a function's `dynamic(..)` scalars key its whole-function graph like
+// constants (README, Limitations); the blocks are what take the rate as an input.
+#[janus(min_ops = 1, dynamic(lr), speculate = false)]
+fn step_at_rate(run: &mut Run<Sgd>, x: &Tensor, y: &Tensor, lr: f64) -> f32 {
+    run.opt.set_lr(lr); // `lr` is a rank-0 tensor in here: a graph input
+    let loss = loss_of(&run.net, x, y);
+    let grads = loss.backward();
+    run.opt.step(&mut run.net, &grads);
+    loss.item()
+}
+
+#[test]
+fn set_lr_takes_a_dynamic_scalar_inside_a_janus_step() {
+    janus::set_self_check(false); // it would hide a wrong replay behind the eager result
+    let (x, y) = data(8);
+    let start = Run { net: new_net(6), opt: Sgd::new(1.0) };
+    let steps = 12;
+    let rate = |k: usize| 0.3 / (1.0 + k as f64);
+    let train = |mode: Mode| {
+        janus::with_mode(mode, || {
+            let mut run = start.clone();
+            let losses: Vec<f32> = (0..steps).map(|k| step_at_rate(&mut run, &x, &y, rate(k))).collect();
+            (run, losses)
+        })
+    };
+    let ((eager, eager_losses), (staged, losses)) = (train(Mode::Eager), train(Mode::Janus));
+    for (a, b) in losses.iter().zip(&eager_losses) {
+        assert!((a - b).abs() <= 1e-5 * (1.0 + b.abs()), "janus {losses:?}\neager {eager_losses:?}");
+    }
+    assert_eq!((staged.opt.lr(), eager.opt.lr()), (rate(steps - 1), rate(steps - 1)));
+    let w = |r: &Run<Sgd>| r.net.l1.weight.to_vec::<f32>();
+    assert!(w(&staged).iter().zip(w(&eager)).all(|(p, q)| (p - q).abs() <= 1e-5 * (1.0 + q.abs())));
+    // Every block compiles once (two recordings) and replays the other calls, whatever the rate.
+    let frags: Vec<_> = janus::stats().function("step_at_rate").cloned().collect();
+    assert!(!frags.is_empty());
+    for f in &frags {
+        let ok = f.variants == 1 && f.hits == (steps - 2) as u64;
+        assert!(ok, "{}: {} variants, {} hits: {}", f.name, f.variants, f.hits, janus::explain());
+    }
+}
