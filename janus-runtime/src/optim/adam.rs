@@ -129,6 +129,8 @@ impl Adam {
                     ]
                 });
             let g = if use_wd { g + w * wd } else { g.clone() };
+            super::follow_device(&mut ms[i], w);
+            super::follow_device(&mut vs[i], w);
             ms[i] = &ms[i] * b1 + &g * one_minus_b1;
             vs[i] = &vs[i] * b2 + g.square() * one_minus_b2;
             let denom = vs[i].sqrt() / sqrt_bc2 + eps;

@@ -97,6 +97,14 @@ pub(crate) fn hyper_tensor<S: DynamicScalar>(what: &str, value: S) -> Tensor {
     t.to_dtype(DType::F64)
 }
 
+/// Moves optimiser state to its parameter's device: state loaded from a checkpoint is made on
+/// the CPU (as PyTorch's `load_state_dict` casts state to each parameter's device).
+pub(crate) fn follow_device(state: &mut Tensor, param: &Tensor) {
+    if state.device() != param.device() {
+        *state = state.to_device(param.device());
+    }
+}
+
 /// The scalars of an update converted to the parameters' dtype, made once per dtype per step
 /// (a model has one dtype, or a few), not once per parameter.
 pub(crate) struct PerDtype<const N: usize>(Vec<(DType, [Tensor; N])>);

@@ -92,6 +92,7 @@ impl Sgd {
             });
             let g = if use_wd { g + w * wd } else { g.clone() };
             let step = if use_mu {
+                super::follow_device(&mut velocity[i], w);
                 velocity[i] = &velocity[i] * mu + g;
                 velocity[i].clone()
             } else {
