@@ -24,12 +24,16 @@ mod cartpole;
 mod cli;
 #[path = "common/lstm_lm.rs"]
 mod lstm_lm;
+#[path = "common/median.rs"]
+mod median;
 #[path = "common/tree_rnn.rs"]
 mod tree_rnn;
 
 use std::time::Instant;
 
+use clap::Parser;
 use janus::prelude::*;
+use median::median;
 
 /// The configurations measured: eager, janus, janus without the sampled self-check, check.
 const MODES: [(Mode, bool); 4] =
@@ -90,7 +94,7 @@ fn interleaved(repeats: usize, mut block: impl FnMut(usize, &mut Vec<f64>)) -> [
             run(k, s, true);
         }
     }
-    samples.map(|mut s| cli::median(&mut s))
+    samples.map(|mut s| median(&mut s))
 }
 
 /// Runs `f` and returns its time in `unit`s per second (1e3: milliseconds).
@@ -167,7 +171,7 @@ fn lstm(repeats: usize, steps: usize) -> Vec<Row> {
         Row {
             workload: "LSTM LM",
             metric: "training step as one graph (janus::trace), ms",
-            values: [Some(e), Some(cli::median(&mut whole)), None, None],
+            values: [Some(e), Some(median(&mut whole)), None, None],
         },
     ]
 }
@@ -360,7 +364,7 @@ fn unroll_cost(lengths: &[usize]) {
         let first: f64 = (0..3).map(|_| timed(1e3, || step(&xs))).sum();
         let compile = compiled() - before;
         let mut steady: Vec<f64> = (0..5).map(|_| timed(1e3, || step(&xs))).collect();
-        let (e, j) = (cli::median(&mut eager), cli::median(&mut steady));
+        let (e, j) = (median(&mut eager), median(&mut steady));
         println!("| {t} | {e:.2} | {first:.1} | {j:.2} | {:.2}x | {compile:.1} |", e / j);
     }
 }
@@ -386,7 +390,7 @@ fn hit_cost() {
                 janus::with_mode(mode, || timed(1e9, || (0..200_000).for_each(|_| _ = tiny(&x)))) / 200_000.0
             })
             .collect();
-        cli::median(&mut blocks)
+        median(&mut blocks)
     };
     let (e, j) = (per_call(Mode::Eager), per_call(Mode::Janus));
     // `act` of the CartPole example: batch-1 inference and sampling, one replay per call.
@@ -400,7 +404,7 @@ fn hit_cost() {
                 }) / 50_000.0
             })
             .collect();
-        cli::median(&mut blocks)
+        median(&mut blocks)
     };
     let (ae, aj) = (act_ns(Mode::Eager), act_ns(Mode::Janus));
     println!("\n| block | eager, ns/call | janus (replay), ns/call |\n|---|---:|---:|");
@@ -408,24 +412,50 @@ fn hit_cost() {
     println!("| CartPole `act` (batch-1 inference and sampling, no environment) | {ae:.0} | {aj:.0} |");
 }
 
+/// Eager vs janus vs check mode on the examples' workloads: medians of interleaved repeats.
+#[derive(Parser)]
+#[command(name = "bench", override_usage = "cargo run --release --example bench -- [OPTIONS]")]
+struct Cli {
+    /// A few iterations only (a smoke test).
+    #[arg(long)]
+    quick: bool,
+    /// One measurement only; without it, the LSTM, MLP, CartPole and TreeRNN workloads.
+    #[arg(long, value_enum)]
+    only: Option<Workload>,
+    #[command(flatten)]
+    device: cli::DeviceArg,
+}
+
+/// What `--only` picks.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum Workload {
+    /// The LSTM LM training step.
+    Lstm,
+    /// The README's MLP step, speculated and on the fragment path.
+    Mlp,
+    /// CartPole inference, sampling and updates.
+    Cartpole,
+    /// The TreeRNN training step.
+    Tree,
+    /// What unrolling a loop costs to compile.
+    Unroll,
+    /// The cost of one replay of a tiny block.
+    Hit,
+}
+
 fn main() {
-    let args = cli::Args::parse(
-        "bench",
-        "Eager vs janus vs check mode on the examples' workloads: medians of interleaved repeats.",
-        &[
-            ("quick", "false", "a few iterations only (smoke test)"),
-            ("only", "", "lstm | mlp | cartpole | tree | unroll | hit"),
-            cli::DEVICE_FLAG,
-        ],
-    );
-    let quick = args.switch("quick");
-    if let d @ Device::Cuda(_) = args.device() {
+    let args = Cli::parse();
+    let quick = args.quick;
+    if let d @ Device::Cuda(_) = args.device.device() {
         bench_cuda::run(d, quick);
         return;
     }
-    let only = args.str("only");
-    let run = |name: &str| (only.is_empty() && name != "unroll" && name != "hit") || only == name;
-    if run("hit") {
+    // Without `--only`: the three workloads (not the unrolling or replay costs).
+    let run = |w: Workload| match args.only {
+        Some(only) => only == w,
+        None => !matches!(w, Workload::Unroll | Workload::Hit),
+    };
+    if run(Workload::Hit) {
         hit_cost();
         return;
     }
@@ -435,23 +465,23 @@ fn main() {
         eprintln!("{name} ...");
         WORKLOAD.with(|w| w.set(name));
     };
-    if run("lstm") {
+    if run(Workload::Lstm) {
         workload("LSTM LM");
         rows.extend(lstm(repeats, 2 * scale));
     }
-    if run("mlp") {
+    if run(Workload::Mlp) {
         workload("MLP (README)");
         rows.extend(mlp(repeats, 50 * scale));
     }
-    if run("cartpole") {
+    if run(Workload::Cartpole) {
         workload("CartPole");
         rows.extend(cartpole(repeats, 500 * scale, 4 * scale));
     }
-    if run("tree") {
+    if run(Workload::Tree) {
         workload("TreeRNN");
         rows.extend(tree(repeats, 2 * scale));
     }
-    if run("unroll") {
+    if run(Workload::Unroll) {
         unroll_cost(if quick { &[8, 32] } else { &[32, 256, 1024] });
         return;
     }

@@ -12,11 +12,20 @@
 mod cartpole;
 #[path = "common/cli.rs"]
 mod cli;
+#[path = "common/median.rs"]
+mod median;
+#[path = "common/modes.rs"]
+mod modes;
+#[path = "common/progress.rs"]
+mod progress;
 
 use std::time::Instant;
 
 use cartpole::{CartPole, MAX_STEPS, Policy};
+use clap::Parser;
 use janus::prelude::*;
+use median::median;
+use progress::{Progress, coverage_since};
 
 /// What one training run measured.
 struct Run {
@@ -88,10 +97,10 @@ fn train_batched(
         steps: returns.iter().sum(),
         solved_at,
         wall_s: start.elapsed().as_secs_f64(),
-        rollout_us_per_step: cli::median(&mut rollout_us),
-        update_ms_500: Some(cli::median(&mut update_ms)),
+        rollout_us_per_step: median(&mut rollout_us),
+        update_ms_500: Some(median(&mut update_ms)),
         last20: avg20(&returns),
-        coverage: cli::coverage_since(&warm),
+        coverage: coverage_since(&warm),
     }
 }
 
@@ -102,7 +111,7 @@ fn train(mode: Mode, seed: u64, max_episodes: usize, target: f64) -> Run {
     let mut opt = optim::Adam::new(1e-2);
     let mut env = CartPole::new(seed);
     let (mut returns, mut rollout_us, mut update_ms_500) = (Vec::new(), Vec::new(), Vec::new());
-    let progress = cli::Progress::new(max_episodes as u64, 25);
+    let progress = Progress::new(max_episodes as u64, 25);
     let avg20 =
         |r: &[usize]| r[r.len().saturating_sub(20)..].iter().sum::<usize>() as f64 / r.len().min(20) as f64;
     let start = Instant::now();
@@ -136,35 +145,44 @@ fn train(mode: Mode, seed: u64, max_episodes: usize, target: f64) -> Run {
         steps: returns.iter().sum(),
         solved_at,
         wall_s: start.elapsed().as_secs_f64(),
-        rollout_us_per_step: cli::median(&mut rollout_us),
-        update_ms_500: (!update_ms_500.is_empty()).then(|| cli::median(&mut update_ms_500)),
+        rollout_us_per_step: median(&mut rollout_us),
+        update_ms_500: (!update_ms_500.is_empty()).then(|| median(&mut update_ms_500)),
         last20: avg20(&returns),
-        coverage: cli::coverage_since(&warm),
+        coverage: coverage_since(&warm),
     }
 }
 
+/// REINFORCE on CartPole-v1 with a #[janus] act() and update().
+#[derive(Parser)]
+#[command(name = "cartpole", override_usage = "cargo run --release --example cartpole -- [OPTIONS]")]
+struct Cli {
+    #[command(flatten)]
+    modes: modes::Modes,
+    /// Stop after this many episodes if not solved.
+    #[arg(long, default_value_t = DEFAULT_EPISODES)]
+    episodes: usize,
+    /// Solved when the mean return of 20 consecutive episodes reaches this.
+    #[arg(long, default_value_t = 475.0)]
+    target: f64,
+    /// Seed of the initialisation, the environment and the sampling.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    #[command(flatten)]
+    device: cli::DeviceArg,
+    /// Environments stepped in lockstep; > 1 (or a CUDA --device) trains in rounds, one batched
+    /// update per round.
+    #[arg(long, default_value_t = 1)]
+    envs: usize,
+}
+
+/// Episodes before giving up; a run with this budget that does not solve the task fails.
+const DEFAULT_EPISODES: usize = 1000;
+
 fn main() {
-    let args = cli::Args::parse(
-        "cartpole",
-        "REINFORCE on CartPole-v1 with a #[janus] act() and update().",
-        &[
-            cli::MODES_FLAG,
-            ("episodes", "1000", "stop after this many episodes if not solved"),
-            ("target", "475", "solved when the mean return of 20 consecutive episodes reaches this"),
-            ("seed", "1", "seed of the initialisation, the environment and the sampling"),
-            cli::DEVICE_FLAG,
-            (
-                "envs",
-                "1",
-                "environments stepped in lockstep; > 1 (or a CUDA --device) trains in rounds, one batched update per round",
-            ),
-        ],
-    );
-    let device = args.device();
-    let envs: usize = args.get("envs");
-    let modes = args.modes();
-    let (seed, episodes, target): (u64, usize, f64) =
-        (args.get("seed"), args.get("episodes"), args.get("target"));
+    let args = Cli::parse();
+    let device = args.device.device();
+    let (envs, modes) = (args.envs, args.modes.modes());
+    let (seed, episodes, target) = (args.seed, args.episodes, args.target);
     let mut runs = Vec::new();
     for mode in modes {
         println!("training in {mode:?} mode (seed {seed}, at most {episodes} episodes)");
@@ -210,7 +228,7 @@ fn main() {
         println!("\n{:?} mode, episodes {WARMUP}..{}: {}", r.mode, r.episodes, r.coverage);
     }
     println!("\n{}", janus::explain());
-    if runs.iter().any(|r| r.solved_at.is_none()) && args.str("episodes") == "1000" {
+    if runs.iter().any(|r| r.solved_at.is_none()) && episodes == DEFAULT_EPISODES {
         std::process::exit(1);
     }
 }

@@ -15,12 +15,19 @@
 mod cli;
 #[path = "common/lstm_lm.rs"]
 mod lstm_lm;
+#[path = "common/median.rs"]
+mod median;
+#[path = "common/progress.rs"]
+mod progress;
 
 use std::time::Instant;
 
+use clap::Parser;
 use janus::prelude::*;
 use lstm_lm::{B, Batches, H, LstmLm, T};
+use median::median;
 use plotters::prelude::*;
+use progress::{Progress, coverage_since};
 
 /// One training step, written as ordinary imperative code. The time loop stays on the host;
 /// its body (one LSTM cell and its loss) becomes one cached compiled graph, the optimiser update
@@ -137,31 +144,86 @@ fn plot(path: &str, losses: &[f32], val: &[(usize, f32)]) -> Result<(), Box<dyn 
     Ok(())
 }
 
-fn main() {
-    let args = cli::Args::parse(
-        "lstm_charlm",
-        "Trains a character-level LSTM language model (H=128, T=32, B=32) with a #[janus] step.",
-        &[
-            ("mode", "", "eager | janus | check; empty: JANUS_MODE, else janus"),
-            ("steps", "2000", "training steps"),
-            cli::DEVICE_FLAG,
-            ("corpus", "", "a UTF-8 text file; empty: Cicero, De finibus I (from `lipsum`)"),
-            ("optim", "adam", "adam | sgd"),
-            ("lr", "", "learning rate; empty: 0.003 for adam, 0.1 for sgd"),
-            ("seed", "0", "seed of the initialisation, batches and sampling"),
-            ("sample", "400", "characters to generate at the end"),
-            ("plot", "target/lstm_charlm_loss.png", "where the loss-curve PNG goes; empty: none"),
-        ],
-    );
-    let (mode, steps, device): (Mode, usize, Device) = (args.mode(), args.get("steps"), args.device());
-    janus::set_mode(mode);
-    janus::manual_seed(args.get("seed"));
+/// Trains a character-level LSTM language model (H=128, T=32, B=32) with a #[janus] step.
+#[derive(Parser)]
+#[command(name = "lstm_charlm", override_usage = "cargo run --release --example lstm_charlm -- [OPTIONS]")]
+struct Cli {
+    /// The mode to run in [default: JANUS_MODE, else janus].
+    #[arg(long, value_enum)]
+    mode: Option<RunMode>,
+    /// Training steps.
+    #[arg(long, default_value_t = 2000)]
+    steps: usize,
+    #[command(flatten)]
+    device: cli::DeviceArg,
+    /// A UTF-8 text file to train on [default: Cicero, De finibus I, from `lipsum`].
+    #[arg(long, value_name = "FILE")]
+    corpus: Option<std::path::PathBuf>,
+    /// The optimiser.
+    #[arg(long, value_enum, default_value_t = OptimChoice::Adam)]
+    optim: OptimChoice,
+    /// Learning rate [default: 0.003 for adam, 0.1 for sgd].
+    #[arg(long)]
+    lr: Option<f64>,
+    /// Seed of the initialisation, batches and sampling.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Characters to generate at the end.
+    #[arg(long, default_value_t = 400)]
+    sample: usize,
+    /// Where the loss-curve PNG goes; an empty value writes none.
+    #[arg(long, value_name = "FILE", default_value = "target/lstm_charlm_loss.png")]
+    plot: String,
+}
 
-    let text = match args.str("corpus") {
-        "" => lipsum::LIBER_PRIMUS.to_string(),
-        path => {
-            std::fs::read_to_string(path).unwrap_or_else(|e| cli::fail(&format!("cannot read `{path}`: {e}")))
+/// `--mode`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+enum RunMode {
+    /// Op by op, with tape autograd.
+    Eager,
+    /// Cached compiled graphs.
+    Janus,
+    /// Compiled and eager side by side, panicking on the first mismatch.
+    Check,
+}
+
+impl RunMode {
+    fn mode(self) -> Mode {
+        match self {
+            RunMode::Eager => Mode::Eager,
+            RunMode::Janus => Mode::Janus,
+            RunMode::Check => Mode::Check,
         }
+    }
+}
+
+/// `--optim`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+enum OptimChoice {
+    Adam,
+    Sgd,
+}
+
+impl OptimChoice {
+    fn name(self) -> &'static str {
+        match self {
+            OptimChoice::Adam => "adam",
+            OptimChoice::Sgd => "sgd",
+        }
+    }
+}
+
+fn main() {
+    let args = Cli::parse();
+    let (steps, device) = (args.steps, args.device.device());
+    let mode = args.mode.map_or_else(janus::mode, RunMode::mode);
+    janus::set_mode(mode);
+    janus::manual_seed(args.seed);
+
+    let text = match &args.corpus {
+        None => lipsum::LIBER_PRIMUS.to_string(),
+        Some(path) => std::fs::read_to_string(path)
+            .unwrap_or_else(|e| cli::fail(&format!("cannot read `{}`: {e}", path.display()))),
     };
     let (ids, alphabet) = tokenize(&text);
     if ids.len() < 20 * (T + 1) {
@@ -169,7 +231,7 @@ fn main() {
     }
     let split = ids.len() * 9 / 10;
     let (train, heldout) = (&ids[..split], &ids[split..]);
-    let mut rng = Rng(args.get::<u64>("seed") ^ 0x5DEE_CE66);
+    let mut rng = Rng(args.seed ^ 0x5DEE_CE66);
     let val = batches(heldout, alphabet.len(), 8, &mut rng).to_device(device);
     println!(
         "corpus: {} characters, alphabet of {}; {} steps of {}x{} characters; mode {mode:?}; {}; {device}",
@@ -178,25 +240,24 @@ fn main() {
         steps,
         B,
         T,
-        args.str("optim")
+        args.optim.name()
     );
 
     let mut m = LstmLm::new(alphabet.len(), H).to_device(device);
-    let lr = |default: f64| if args.str("lr").is_empty() { default } else { args.get("lr") };
+
     enum Opt {
         Adam(optim::Adam),
         Sgd(optim::Sgd),
     }
-    let mut opt = match args.str("optim") {
-        "adam" => Opt::Adam(optim::Adam::new(lr(3e-3))),
-        "sgd" => Opt::Sgd(optim::Sgd::new(lr(0.1))),
-        o => cli::fail(&format!("unknown optimiser `{o}` (expected adam or sgd)")),
+    let mut opt = match args.optim {
+        OptimChoice::Adam => Opt::Adam(optim::Adam::new(args.lr.unwrap_or(3e-3))),
+        OptimChoice::Sgd => Opt::Sgd(optim::Sgd::new(args.lr.unwrap_or(0.1))),
     };
 
     let mut losses = Vec::with_capacity(steps);
     let mut val_points = vec![(0, eval_loss(&m, &val, 8))];
     let mut step_secs = Vec::with_capacity(steps);
-    let progress = cli::Progress::new(steps as u64, 100);
+    let progress = Progress::new(steps as u64, 100);
     let start = Instant::now();
     let warmup = 20.min(steps / 2); // recordings and compiles happen in the first steps
     let mut warm = janus::stats();
@@ -226,19 +287,19 @@ fn main() {
     }
     progress.finish();
     let wall = start.elapsed().as_secs_f64();
-    let coverage = cli::coverage_since(&warm);
+    let coverage = coverage_since(&warm);
 
     let temperature = 0.8;
     println!("\n--- sample (temperature {temperature}) ---");
     // Batch-1 sampling runs on the CPU, where one small step costs less than a GPU launch.
     let m_cpu = m.to_device(Device::Cpu);
-    println!("{}", generate(&m_cpu, &alphabet, "Non eram nescius", args.get("sample"), temperature));
+    println!("{}", generate(&m_cpu, &alphabet, "Non eram nescius", args.sample, temperature));
     println!("---\n");
 
     let first = losses[..losses.len().min(20)].iter().sum::<f32>() / losses.len().min(20) as f32;
     let last_n = losses.len().min(100);
     let last = losses[losses.len() - last_n..].iter().sum::<f32>() / last_n as f32;
-    let median_ms = cli::median(&mut step_secs) * 1e3;
+    let median_ms = median(&mut step_secs) * 1e3;
     println!(
         "training loss: first 20 steps {first:.3}, last {last_n} steps {last:.3} (uniform guess {:.3})",
         (alphabet.len() as f32).ln()
@@ -254,7 +315,7 @@ fn main() {
     );
     println!("\ntraining steps {warmup}..{steps}: {coverage}");
     println!("\n{}", janus::explain());
-    let path = args.str("plot");
+    let path = args.plot.as_str();
     if !path.is_empty() {
         if let Some(dir) = std::path::Path::new(path).parent() {
             let _ = std::fs::create_dir_all(dir);

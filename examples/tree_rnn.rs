@@ -10,12 +10,18 @@
 
 #[path = "common/cli.rs"]
 mod cli;
+#[path = "common/modes.rs"]
+mod modes;
+#[path = "common/progress.rs"]
+mod progress;
 #[path = "common/tree_rnn.rs"]
 mod tree_rnn;
 
 use std::time::Instant;
 
+use clap::Parser;
 use janus::prelude::*;
+use progress::{Progress, coverage_since};
 use tree_rnn::{Rng, TreeRnn};
 
 struct Run {
@@ -39,7 +45,7 @@ fn train(mode: Mode, seed: u64, epochs: usize, batch: usize, device: Device) -> 
     let mut p = TreeRnn::new().to_device(device);
     let mut opt = optim::Adam::new(3e-3);
     let steps_per_epoch = train.len() / batch;
-    let progress = cli::Progress::new((epochs * steps_per_epoch) as u64, steps_per_epoch as u64);
+    let progress = Progress::new((epochs * steps_per_epoch) as u64, steps_per_epoch as u64);
     let (mut train_s, mut nodes, mut last_loss) = (0.0, 0, f32::NAN);
     let mut order: Vec<usize> = (0..train.len()).collect();
     let mut warm = janus::stats();
@@ -75,7 +81,7 @@ fn train(mode: Mode, seed: u64, epochs: usize, batch: usize, device: Device) -> 
         trees: epochs * steps_per_epoch * batch,
         nodes,
         train_s,
-        coverage: cli::coverage_since(&warm),
+        coverage: coverage_since(&warm),
         accuracy: tree_rnn::accuracy(&p, &test),
         last_loss,
     }
@@ -92,22 +98,30 @@ fn clone_example((t, y): &(tree_rnn::Tree, Tensor)) -> (tree_rnn::Tree, Tensor) 
     (go(t), y.clone())
 }
 
+/// Trains a TreeRNN sentiment classifier with a recursive #[janus] encoder.
+#[derive(Parser)]
+#[command(name = "tree_rnn", override_usage = "cargo run --release --example tree_rnn -- [OPTIONS]")]
+struct Cli {
+    #[command(flatten)]
+    modes: modes::Modes,
+    /// Passes over the 2000 training trees.
+    #[arg(long, default_value_t = 6)]
+    epochs: usize,
+    /// Trees per optimiser step.
+    #[arg(long, default_value_t = 16)]
+    batch: usize,
+    /// Seed of the data, the initialisation and the shuffles.
+    #[arg(long, default_value_t = 3)]
+    seed: u64,
+    #[command(flatten)]
+    device: cli::DeviceArg,
+}
+
 fn main() {
-    let args = cli::Args::parse(
-        "tree_rnn",
-        "Trains a TreeRNN sentiment classifier with a recursive #[janus] encoder.",
-        &[
-            cli::MODES_FLAG,
-            ("epochs", "6", "passes over the 2000 training trees"),
-            ("batch", "16", "trees per optimiser step"),
-            ("seed", "3", "seed of the data, the initialisation and the shuffles"),
-            cli::DEVICE_FLAG,
-        ],
-    );
-    let device = args.device();
-    let modes = args.modes();
-    let (seed, epochs, batch): (u64, usize, usize) =
-        (args.get("seed"), args.get("epochs"), args.get("batch"));
+    let args = Cli::parse();
+    let device = args.device.device();
+    let modes = args.modes.modes();
+    let (seed, epochs, batch) = (args.seed, args.epochs, args.batch);
     let runs: Vec<Run> = modes
         .into_iter()
         .map(|mode| {

@@ -4,7 +4,6 @@
 //! the device before the clock stops.
 #![allow(dead_code)]
 
-use super::cli;
 use super::lstm_lm;
 use janus::prelude::*;
 use std::time::Instant;
@@ -29,7 +28,7 @@ fn per_call(dev: Device, blocks: usize, calls: usize, unit: f64, mut f: impl FnM
             t.elapsed().as_secs_f64() * unit / calls as f64
         })
         .collect();
-    cli::median(&mut v)
+    super::median::median(&mut v)
 }
 
 /// `((a + b) * (c - d) + (e * f).tanh()) * g.sigmoid() + h`: one fused group over 8 inputs.

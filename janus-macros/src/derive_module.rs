@@ -1,5 +1,6 @@
-//! `#[derive(Module)]`: emits `visit`, `visit_mut` and `map_tensors` that walk the fields in
-//! declaration order, with enum variants as constant leaves.
+//! `#[derive(Module)]`: emits `visit`, `visit_mut`, `map_tensors`, `unflatten` and
+//! `prepare_load` that walk the fields in declaration order, with enum variants as constant
+//! leaves.
 
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote, quote_spanned};
@@ -14,17 +15,18 @@ pub(crate) fn expand(input: &DeriveInput) -> syn::Result<TokenStream> {
         p.bounds.push(syn::parse_quote!(::janus::Module));
     }
     let (impl_g, ty_g, where_g) = generics.split_for_impl();
-    let (visit, visit_mut, map, unflatten) = match &input.data {
+    let (visit, visit_mut, map, unflatten, prepare) = match &input.data {
         Data::Struct(s) => {
             check_fields(&s.fields)?;
             let (pat, names) = destructure(&s.fields);
             let body = bodies(&s.fields, &names);
-            let (v, vm, m, u) = (&body.visit, &body.visit_mut, &body.map, &body.unflatten);
+            let (v, vm, m, u, p) = (&body.visit, &body.visit_mut, &body.map, &body.unflatten, &body.prepare);
             (
                 quote! { let Self #pat = self; #v },
                 quote! { let Self #pat = self; #vm },
                 quote! { let Self #pat = self; Self #m },
                 quote! { Self #u },
+                quote! { let Self #pat = self; #p },
             )
         }
         Data::Enum(e) => {
@@ -37,8 +39,8 @@ pub(crate) fn expand(input: &DeriveInput) -> syn::Result<TokenStream> {
             if let Some(e) = errors {
                 return Err(e);
             }
-            let (mut visit, mut visit_mut, mut map, mut unflatten) =
-                (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+            let (mut visit, mut visit_mut, mut map, mut unflatten, mut prepare) =
+                (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
             for (i, v) in e.variants.iter().enumerate() {
                 let ident = &v.ident;
                 let idx = i as u32;
@@ -50,6 +52,8 @@ pub(crate) fn expand(input: &DeriveInput) -> syn::Result<TokenStream> {
                     #bv
                 } });
                 visit_mut.push(quote! { Self::#ident #pat => { #bvm } });
+                let bp = &body.prepare;
+                prepare.push(quote! { Self::#ident #pat => { #bp } });
                 map.push(quote! { Self::#ident #pat => Self::#ident #bm, });
                 unflatten.push(quote! { ::janus::module::ConstLeaf::Variant(#idx) => Self::#ident #bu, });
             }
@@ -61,6 +65,7 @@ pub(crate) fn expand(input: &DeriveInput) -> syn::Result<TokenStream> {
                     #(#unflatten)*
                     other => ::core::panic!("janus internal error: no variant for leaf {:?}", other),
                 } },
+                quote! { match self { #(#prepare)* } },
             )
         }
         Data::Union(u) => {
@@ -85,6 +90,9 @@ pub(crate) fn expand(input: &DeriveInput) -> syn::Result<TokenStream> {
             }
             fn unflatten(__l: &mut dyn ::janus::module::Leaves) -> Self {
                 #unflatten
+            }
+            fn prepare_load(&mut self, __s: &mut ::janus::module::SavedTensors<'_>) {
+                #prepare
             }
         }
         #[automatically_derived]
@@ -144,6 +152,7 @@ struct Bodies {
     visit_mut: TokenStream,
     map: TokenStream,
     unflatten: TokenStream,
+    prepare: TokenStream,
 }
 
 /// Per-field calls, spanned on each field's type so an unsupported type is reported there.
@@ -152,6 +161,7 @@ fn bodies(fields: &Fields, names: &[syn::Ident]) -> Bodies {
     let mut visit_mut = Vec::new();
     let mut map = Vec::new();
     let mut unflatten = Vec::new();
+    let mut prepare = Vec::new();
     for (i, (f, b)) in fields.iter().zip(names).enumerate() {
         let span = f.ty.span();
         let segment = match &f.ident {
@@ -167,6 +177,11 @@ fn bodies(fields: &Fields, names: &[syn::Ident]) -> Bodies {
             __v.leave();
         });
         visit_mut.push(quote_spanned! {span=> ::janus::Module::visit_mut(#b, __f); });
+        prepare.push(quote_spanned! {span=>
+            __s.enter(#segment);
+            ::janus::Module::prepare_load(#b, __s);
+            __s.leave();
+        });
         map.push(quote_spanned! {span=> ::janus::Module::map_tensors(#b, __f) });
         let ty = &f.ty;
         unflatten.push(quote_spanned! {span=> <#ty as ::janus::Module>::unflatten(__l) });
@@ -180,7 +195,13 @@ fn bodies(fields: &Fields, names: &[syn::Ident]) -> Bodies {
         Fields::Unit => quote! {},
     };
     let (map, unflatten) = (construct(&map), construct(&unflatten));
-    Bodies { visit: quote! { #(#visit)* }, visit_mut: quote! { #(#visit_mut)* }, map, unflatten }
+    Bodies {
+        visit: quote! { #(#visit)* },
+        visit_mut: quote! { #(#visit_mut)* },
+        map,
+        unflatten,
+        prepare: quote! { #(#prepare)* },
+    }
 }
 
 #[cfg(test)]

@@ -9,10 +9,13 @@ mod janus;
 /// Runs a function's static blocks as cached, compiled graphs; control flow stays host code and
 /// dispatches to them through guards that fall back to the original statements.
 ///
-/// Options: `profile = N` (recordings before compiling, default 2), `max_variants = N` (keys
-/// compiled per block, default 8), `dynamic(a, b)` (host scalars passed to graphs at run time
-/// instead of baked in), `speculate = bool` (parsed; whole-function speculation is not
-/// implemented yet).
+/// Options: `profile = N` (recorded calls of a key before it compiles, default 2, at least 2),
+/// `max_variants = N` (keys compiled per block, default 8), `min_ops = N` (smaller blocks stay
+/// eager, default 3), `unroll = bool` (record all-static `for` loops unrolled, default true),
+/// `speculate = bool` (whole-function graphs, default true), `max_failures = N` (failed
+/// speculations before a key stays on the fragment path, default 3) and `dynamic(a, b)` (host
+/// scalars passed to graphs at run time instead of baked in; each name must be a parameter or
+/// local of the function). A misspelt option or name is a compile error.
 #[proc_macro_attribute]
 pub fn janus(args: TokenStream, item: TokenStream) -> TokenStream {
     janus::expand(args.into(), item.into()).into()

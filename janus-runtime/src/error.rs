@@ -114,4 +114,18 @@ pub enum CheckpointError {
         /// The file's dtype, as safetensors names it.
         found: String,
     },
+    /// The file holds a tensor the module does not take ([`crate::load`] is strict;
+    /// [`crate::load_partial`] skips such tensors and reports them).
+    #[error(
+        "checkpoint {path}: tensor `{name}` in the file is not taken by the module{}",
+        if *more == 0 { String::new() } else { format!(" (nor are {more} more)") }
+    )]
+    Unexpected {
+        /// The file.
+        path: String,
+        /// The first such tensor, in name order.
+        name: String,
+        /// How many others there are.
+        more: usize,
+    },
 }

@@ -54,7 +54,7 @@ pub mod rt;
 
 pub use api::Scalar;
 pub use autograd::{Grads, is_grad_enabled, no_grad};
-pub use checkpoint::{load, save};
+pub use checkpoint::{LoadReport, load, load_partial, save};
 pub use compile::{Compiled, OutKind, Traced, trace};
 pub use config::Mode;
 pub use device::Device;

@@ -5,7 +5,10 @@
 //! `#[derive(Module)]` (from `janus-macros`) implements it for structs and enums; this module
 //! implements it for tensors, scalars and the standard containers.
 
+use std::collections::BTreeMap;
+
 use crate::tensor::Tensor;
+use janus_kernels::DType;
 
 /// One step of a leaf's path: a named field or a position.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -124,6 +127,55 @@ pub trait Module {
         self.visit(&mut n);
         n.out
     }
+
+    /// Creates the state this value makes lazily, such as an optimiser's moment buffers (made
+    /// on its first step), from what a checkpoint holds, so that [`load`](crate::load) can fill
+    /// it. `saved` answers by paths relative to this value. The default does nothing;
+    /// containers and `#[derive(Module)]` pass the call on to their fields.
+    fn prepare_load(&mut self, _saved: &mut SavedTensors<'_>) {}
+}
+
+/// The tensors a checkpoint holds (dtype and shape by dotted path), as
+/// [`Module::prepare_load`] sees them: paths are relative to the value being prepared.
+pub struct SavedTensors<'a> {
+    entries: &'a BTreeMap<String, (DType, Vec<usize>)>,
+    path: Vec<String>,
+}
+
+impl<'a> SavedTensors<'a> {
+    /// The tensors of a checkpoint, at its root.
+    pub fn new(entries: &'a BTreeMap<String, (DType, Vec<usize>)>) -> Self {
+        SavedTensors { entries, path: Vec::new() }
+    }
+
+    /// Moves one path step down (a container passing the call to a field or element).
+    pub fn enter(&mut self, segment: PathSegment<'_>) {
+        self.path.push(match segment {
+            PathSegment::Field(f) => f.to_string(),
+            PathSegment::Index(i) => i.to_string(),
+        });
+    }
+
+    /// Moves back up the last step.
+    pub fn leave(&mut self) {
+        self.path.pop();
+    }
+
+    /// The dtype and shape of the saved tensor at `name`, relative to the current path.
+    pub fn get(&self, name: &str) -> Option<(DType, &[usize])> {
+        let full =
+            if self.path.is_empty() { name.to_string() } else { format!("{}.{name}", self.path.join(".")) };
+        self.entries.get(&full).map(|(d, s)| (*d, s.as_slice()))
+    }
+
+    /// Zeros for the saved list `name` (`name.0`, `name.1`, ... while they exist), each with its
+    /// saved dtype and shape: the state of a `Vec<Tensor>` that a module fills lazily.
+    pub fn zeros_list(&self, name: &str) -> Vec<Tensor> {
+        (0..)
+            .map_while(|i| self.get(&format!("{name}.{i}")))
+            .map(|(dtype, dims)| Tensor::zeros_dtype(dims, dtype))
+            .collect()
+    }
 }
 
 impl Module for Tensor {
@@ -194,6 +246,13 @@ impl<T: Module> Module for Vec<T> {
     fn map_tensors(&self, f: &mut dyn FnMut(&Tensor) -> Tensor) -> Self {
         self.iter().map(|x| x.map_tensors(f)).collect()
     }
+    fn prepare_load(&mut self, saved: &mut SavedTensors<'_>) {
+        for (i, x) in self.iter_mut().enumerate() {
+            saved.enter(PathSegment::Index(i));
+            x.prepare_load(saved);
+            saved.leave();
+        }
+    }
     fn unflatten(leaves: &mut dyn Leaves) -> Self {
         let n = match leaves.constant() {
             ConstLeaf::Len(n) => n,
@@ -222,6 +281,13 @@ impl<T: Module, const N: usize> Module for [T; N] {
     fn unflatten(leaves: &mut dyn Leaves) -> Self {
         std::array::from_fn(|_| T::unflatten(leaves))
     }
+    fn prepare_load(&mut self, saved: &mut SavedTensors<'_>) {
+        for (i, x) in self.iter_mut().enumerate() {
+            saved.enter(PathSegment::Index(i));
+            x.prepare_load(saved);
+            saved.leave();
+        }
+    }
 }
 
 impl<T: Module> Module for Option<T> {
@@ -245,6 +311,11 @@ impl<T: Module> Module for Option<T> {
             _ => None,
         }
     }
+    fn prepare_load(&mut self, saved: &mut SavedTensors<'_>) {
+        if let Some(x) = self {
+            x.prepare_load(saved);
+        }
+    }
 }
 
 impl<T: Module> Module for Box<T> {
@@ -259,6 +330,9 @@ impl<T: Module> Module for Box<T> {
     }
     fn unflatten(leaves: &mut dyn Leaves) -> Self {
         Box::new(T::unflatten(leaves))
+    }
+    fn prepare_load(&mut self, saved: &mut SavedTensors<'_>) {
+        (**self).prepare_load(saved);
     }
 }
 
@@ -281,6 +355,13 @@ macro_rules! tuple_module {
             fn unflatten(leaves: &mut dyn Leaves) -> Self {
                 ($( $T::unflatten(leaves), )+)
             }
+            fn prepare_load(&mut self, saved: &mut SavedTensors<'_>) {
+                $(
+                    saved.enter(PathSegment::Index($i));
+                    self.$i.prepare_load(saved);
+                    saved.leave();
+                )+
+            }
         }
     };
 }
@@ -292,9 +373,13 @@ tuple_module!(A 0, B 1, C 2, D 3, E 4);
 tuple_module!(A 0, B 1, C 2, D 3, E 4, F 5);
 
 /// Implements [`Module`] for a struct from its field list (for the runtime's own layers and
-/// optimisers, which cannot use the derive macro from inside this crate).
+/// optimisers, which cannot use the derive macro from inside this crate). A struct with lazily
+/// created state names the method that creates it for [`Module::prepare_load`] after `;`.
 macro_rules! impl_module {
     ($ty:ident { $($field:ident),* $(,)? }) => {
+        $crate::module::impl_module!($ty { $($field),* }; |_this, _saved| {});
+    };
+    ($ty:ident { $($field:ident),* $(,)? }; |$this:ident, $saved:ident| $prepare:block) => {
         impl $crate::module::Module for $ty {
             fn visit(&self, v: &mut dyn $crate::module::Visitor) {
                 $(
@@ -311,6 +396,15 @@ macro_rules! impl_module {
             }
             fn unflatten(leaves: &mut dyn $crate::module::Leaves) -> Self {
                 $ty { $( $field: $crate::module::Module::unflatten(leaves), )* }
+            }
+            fn prepare_load(&mut self, $saved: &mut $crate::module::SavedTensors<'_>) {
+                let $this = &mut *self;
+                $prepare
+                $(
+                    $saved.enter($crate::module::PathSegment::Field(stringify!($field)));
+                    $crate::module::Module::prepare_load(&mut self.$field, $saved);
+                    $saved.leave();
+                )*
             }
         }
         impl $crate::rt::Input for $ty {

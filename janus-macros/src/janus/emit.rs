@@ -88,6 +88,12 @@ pub(crate) fn fragment(f: Fragment<'_>, ctx: &mut Ctx) -> Vec<Stmt> {
         exit_outputs.push(quote! { (&&::janus::__private::Witness::of(&#id)).fixed_output(&#id, #label) });
     }
     for p in &f.inouts {
+        // A `dynamic(..)` scalar reaches the statements as a shadowing `&Tensor`, so they cannot
+        // change the host value: as an output, it would only key the recording by its value
+        // (`opt.set_lr(lr)` passes it as a bare argument, which looks like an in-out).
+        if dynamic.iter().any(|d| d.root == p.root && p.steps.is_empty()) {
+            continue;
+        }
         let (e, label) = (&p.expr, p.text());
         exit_outputs.push(quote! { (&&&::janus::__private::Witness::of(&#e)).inout_output(&#e, #label) });
         restores.push(

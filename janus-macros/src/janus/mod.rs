@@ -43,6 +43,9 @@ pub(crate) fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
         fail(v.span(), "`#[janus]` does not support variadic functions");
     }
     let opts = options::parse(args).map_err(|e| combine(&mut errors, e)).ok();
+    if let Some(Err(e)) = opts.as_ref().map(|o| options::check_dynamic(o, &f)) {
+        combine(&mut errors, e);
+    }
     let (Some(opts), true) = (opts, errors.is_none()) else {
         return with_original(errors.expect("an error was recorded"), item);
     };
