@@ -144,6 +144,7 @@ fn binary_f(op: BinaryOp) -> FBinary {
         BinaryOp::Minimum => FBinary::Min,
         BinaryOp::And => FBinary::And,
         BinaryOp::Or => FBinary::Or,
+        BinaryOp::Atan2 => FBinary::Atan2,
     }
 }
 
