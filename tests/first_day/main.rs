@@ -3,6 +3,7 @@
 //! `Grads` arithmetic, and how tensors print. One test binary, one module per topic.
 
 mod elementwise;
+mod grads;
 
 use janus::prelude::*;
 

@@ -48,7 +48,7 @@ unary_methods! {
     ///
     /// # Examples
     /// ```
-    /// use janus::prelude::*;
+    /// use janus_runtime::Tensor;
     /// let x = Tensor::from_vec(vec![0.0f32, std::f32::consts::FRAC_PI_2], [2]);
     /// assert_eq!(x.sin().to_vec::<f32>(), vec![0.0, 1.0]);
     /// ```
@@ -72,7 +72,7 @@ unary_methods! {
     ///
     /// # Examples
     /// ```
-    /// use janus::prelude::*;
+    /// use janus_runtime::Tensor;
     /// let y = Tensor::from_vec(vec![-1.0f64, 0.0, 1.0], [3]).gelu().to_vec::<f64>();
     /// assert!((y[0] + 0.158655).abs() < 1e-6 && y[1] == 0.0 && (y[2] - 0.841345).abs() < 1e-6);
     /// ```
@@ -90,7 +90,7 @@ unary_methods! {
     ///
     /// # Examples
     /// ```
-    /// use janus::prelude::*;
+    /// use janus_runtime::Tensor;
     /// let x = Tensor::from_vec(vec![0.5f32, 1.5, -2.5, 2.7], [4]);
     /// assert_eq!(x.round().to_vec::<f32>(), vec![0.0, 2.0, -2.0, 3.0]);
     /// ```
