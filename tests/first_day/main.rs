@@ -4,6 +4,7 @@
 
 mod elementwise;
 mod grads;
+mod print;
 
 use janus::prelude::*;
 

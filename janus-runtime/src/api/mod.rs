@@ -5,6 +5,7 @@ mod create;
 mod elementwise;
 mod loss;
 mod operators;
+pub(crate) mod print;
 
 pub use operators::Scalar;
 mod reduce;
