@@ -5,6 +5,10 @@
 mod elementwise;
 mod grads;
 mod print;
+mod sort;
+
+#[path = "../common/mod.rs"]
+mod common;
 
 use janus::prelude::*;
 

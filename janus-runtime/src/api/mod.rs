@@ -10,6 +10,7 @@ pub(crate) mod print;
 pub use operators::Scalar;
 mod reduce;
 mod shape;
+mod sort;
 
 use crate::error::bail;
 use crate::shape::Dim;
