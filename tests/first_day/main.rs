@@ -5,6 +5,7 @@
 mod elementwise;
 mod grads;
 mod print;
+mod rnn;
 mod sort;
 
 #[path = "../common/mod.rs"]
