@@ -2,6 +2,7 @@
 //! PyTorch users reach for, sorting, `randperm`, shuffled mini-batches, GRU and RNN cells,
 //! `Grads` arithmetic, and how tensors print. One test binary, one module per topic.
 
+mod batches;
 mod elementwise;
 mod grads;
 mod print;
