@@ -37,6 +37,41 @@ fn unary_ops() {
 }
 
 #[test]
+fn pytorch_unary_ops() {
+    let x = rand64(&[3, 4], 5, -2.0, 2.0);
+    let pos = rand64(&[3, 4], 6, 0.5, 3.0);
+    // Away from integers and half-integers, where rounding jumps.
+    let frac = Tensor::from_vec(
+        common::values(12, 7, -3.0, 3.0)
+            .iter()
+            .map(|v| v.floor() + 0.1 + 0.3 * (v - v.floor()))
+            .collect::<Vec<_>>(),
+        [3, 4],
+    );
+    assert_grads("sin", &[x.clone()], &|t| t[0].sin());
+    assert_grads("cos", &[x.clone()], &|t| t[0].cos());
+    assert_grads("tan", &[(&x * 0.6)], &|t| t[0].tan());
+    assert_grads("exp2", &[x.clone()], &|t| t[0].exp2());
+    assert_grads("log2", &[pos.clone()], &|t| t[0].log2());
+    assert_grads("log1p", &[pos.clone() - 0.4], &|t| t[0].log1p());
+    assert_grads("expm1", &[x.clone()], &|t| t[0].expm1());
+    assert_grads("erf", &[x.clone()], &|t| t[0].erf());
+    assert_grads("gelu", &[x.clone()], &|t| t[0].gelu());
+    assert_grads("silu", &[x.clone()], &|t| t[0].silu());
+    assert_grads("softplus", &[&x * 5.0], &|t| t[0].softplus());
+    assert_grads("rsqrt", &[pos.clone()], &|t| t[0].rsqrt());
+    assert_grads("floor (zero gradient)", &[frac.clone()], &|t| t[0].floor() * &t[0]);
+    assert_grads("ceil (zero gradient)", &[frac.clone()], &|t| t[0].ceil() * &t[0]);
+    assert_grads("round (zero gradient)", &[frac.clone()], &|t| t[0].round() * &t[0]);
+    let shapes: [(&[usize], &[usize]); 3] = [(&[2, 3], &[2, 3]), (&[2, 3], &[3]), (&[2, 1], &[1, 3])];
+    for (i, (sa, sb)) in shapes.iter().enumerate() {
+        let a = rand64(sa, 60 + i as u64, -2.0, 2.0);
+        let b = rand64(sb, 70 + i as u64, -2.0, 2.0);
+        assert_grads(&format!("atan2 {sa:?} {sb:?}"), &[a, b], &|t| t[0].atan2(&t[1]));
+    }
+}
+
+#[test]
 fn cast_passes_gradients_through() {
     let x = rand64(&[5], 4, -1.0, 1.0).requires_grad();
     let y = x.to_dtype(DType::F32).to_dtype(DType::F64) * 3.0;

@@ -22,6 +22,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "random",
             "module",
             "nn",
+            "data",
             "checkpoint",
             "cuda",
         ],

@@ -143,10 +143,34 @@ pub trait Float:
     fn fast_tanh(self) -> Self;
     /// `1 / (1 + exp(-x))`, vectorisable.
     fn fast_sigmoid(self) -> Self;
+    /// Sine.
+    fn sin(self) -> Self;
+    /// Cosine.
+    fn cos(self) -> Self;
+    /// Tangent.
+    fn tan(self) -> Self;
+    /// `2^self`.
+    fn exp2(self) -> Self;
+    /// Base-2 logarithm.
+    fn log2(self) -> Self;
+    /// `ln(1 + self)`, accurate near zero.
+    fn ln_1p(self) -> Self;
+    /// `e^self - 1`, accurate near zero.
+    fn exp_m1(self) -> Self;
+    /// The error function.
+    fn erf(self) -> Self;
+    /// Largest integer not above `self`.
+    fn floor(self) -> Self;
+    /// Smallest integer not below `self`.
+    fn ceil(self) -> Self;
+    /// Nearest integer, ties to even (as `torch.round` and CUDA's `rint`).
+    fn round_ties_even(self) -> Self;
+    /// The angle of the point `(other, self)`: `atan(self / other)` in the right quadrant.
+    fn atan2(self, other: Self) -> Self;
 }
 
 macro_rules! impl_float {
-    ($t:ty, $exp:expr, $ln:expr, $tanh:expr, $sigmoid:expr) => {
+    ($t:ty, $exp:expr, $ln:expr, $tanh:expr, $sigmoid:expr, $erf:expr) => {
         impl Float for $t {
             const ZERO: Self = 0.0;
             const ONE: Self = 1.0;
@@ -204,9 +228,59 @@ macro_rules! impl_float {
             fn fast_sigmoid(self) -> Self {
                 $sigmoid(self)
             }
+            #[inline(always)]
+            fn sin(self) -> Self {
+                <$t>::sin(self)
+            }
+            #[inline(always)]
+            fn cos(self) -> Self {
+                <$t>::cos(self)
+            }
+            #[inline(always)]
+            fn tan(self) -> Self {
+                <$t>::tan(self)
+            }
+            #[inline(always)]
+            fn exp2(self) -> Self {
+                <$t>::exp2(self)
+            }
+            #[inline(always)]
+            fn log2(self) -> Self {
+                <$t>::log2(self)
+            }
+            #[inline(always)]
+            fn ln_1p(self) -> Self {
+                <$t>::ln_1p(self)
+            }
+            #[inline(always)]
+            fn exp_m1(self) -> Self {
+                <$t>::exp_m1(self)
+            }
+            #[inline(always)]
+            fn erf(self) -> Self {
+                $erf(self)
+            }
+            #[inline(always)]
+            fn floor(self) -> Self {
+                <$t>::floor(self)
+            }
+            #[inline(always)]
+            fn ceil(self) -> Self {
+                <$t>::ceil(self)
+            }
+            #[inline(always)]
+            fn round_ties_even(self) -> Self {
+                <$t>::round_ties_even(self)
+            }
+            #[inline(always)]
+            fn atan2(self, other: Self) -> Self {
+                <$t>::atan2(self, other)
+            }
         }
     };
 }
 use crate::simd_math::{exp_lane, log_lane, sigmoid_lane, tanh_lane};
-impl_float!(f32, exp_lane, log_lane, tanh_lane, sigmoid_lane);
-impl_float!(f64, f64::exp, f64::ln, f64::tanh, |x: f64| 1.0 / (1.0 + (-x).exp()));
+// std has no `erf`; libm's is the musl one (within 1 ulp), also what Rust's own unstable
+// `f64::erf` calls.
+impl_float!(f32, exp_lane, log_lane, tanh_lane, sigmoid_lane, libm::erff);
+impl_float!(f64, f64::exp, f64::ln, f64::tanh, |x: f64| 1.0 / (1.0 + (-x).exp()), libm::erf);

@@ -53,7 +53,40 @@ pub enum FUnary {
     Trunc,
     /// `x != 0` as 0/1 (a cast to bool).
     NonZero,
+    /// `sin x`
+    Sin,
+    /// `cos x`
+    Cos,
+    /// `tan x`
+    Tan,
+    /// `2^x`
+    Exp2,
+    /// `log2 x`
+    Log2,
+    /// `ln(1 + x)`
+    Log1p,
+    /// `e^x - 1`
+    Expm1,
+    /// The error function.
+    Erf,
+    /// `x * Phi(x)`, the exact (erf) form, as PyTorch's default `gelu`.
+    Gelu,
+    /// `x * sigmoid(x)`
+    Silu,
+    /// `ln(1 + e^x)`, or `x` above 20 (PyTorch's default threshold).
+    Softplus,
+    /// Round toward -inf.
+    Floor,
+    /// Round toward +inf.
+    Ceil,
+    /// Round to nearest, ties to even (`torch.round`).
+    Round,
+    /// `1 / sqrt x`
+    Rsqrt,
 }
+
+/// Above this, `softplus(x)` is `x` (PyTorch's default `threshold`).
+pub const SOFTPLUS_THRESHOLD: f64 = 20.0;
 
 /// Binary functions; comparisons and logic produce 0/1.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -86,6 +119,8 @@ pub enum FBinary {
     Eq,
     /// `a != b`
     Ne,
+    /// `atan2(a, b)`, the angle of the point `(b, a)`.
+    Atan2,
 }
 
 /// One instruction writing register `dst` (never one of its own operands).
@@ -352,11 +387,38 @@ pub fn unary<T: Float>(f: FUnary, x: T) -> T {
         }
         FUnary::Trunc => T::from_f64(x.to_f64().trunc()),
         FUnary::NonZero => bit(x != T::ZERO),
+        FUnary::Sin => x.sin(),
+        FUnary::Cos => x.cos(),
+        FUnary::Tan => x.tan(),
+        FUnary::Exp2 => x.exp2(),
+        FUnary::Log2 => x.log2(),
+        FUnary::Log1p => x.ln_1p(),
+        FUnary::Expm1 => x.exp_m1(),
+        FUnary::Erf => x.erf(),
+        // The CUDA code generator writes these with the same operations in the same order.
+        FUnary::Gelu => {
+            let half = T::from_f64(0.5);
+            x * half * (T::ONE + (x * T::from_f64(std::f64::consts::FRAC_1_SQRT_2)).erf())
+        }
+        FUnary::Silu => x * x.fast_sigmoid(),
+        FUnary::Softplus => {
+            if x > T::from_f64(SOFTPLUS_THRESHOLD) {
+                x
+            } else {
+                x.fast_exp().ln_1p()
+            }
+        }
+        FUnary::Floor => x.floor(),
+        FUnary::Ceil => x.ceil(),
+        FUnary::Round => x.round_ties_even(),
+        FUnary::Rsqrt => T::ONE / x.sqrt(),
     }
 }
 
+/// `f` applied to one pair of elements: the single definition of each binary function, shared by
+/// fused programs and eager kernels (see [`unary`]).
 #[inline(always)]
-fn binary<T: Float>(f: FBinary, a: T, b: T) -> T {
+pub fn binary<T: Float>(f: FBinary, a: T, b: T) -> T {
     match f {
         FBinary::Add => a + b,
         FBinary::Sub => a - b,
@@ -372,6 +434,7 @@ fn binary<T: Float>(f: FBinary, a: T, b: T) -> T {
         FBinary::Le => bit(a <= b),
         FBinary::Eq => bit(a == b),
         FBinary::Ne => bit(a != b),
+        FBinary::Atan2 => a.atan2(b),
     }
 }
 

@@ -101,3 +101,40 @@ fn nvrtc_compiles_generated_elementwise_kernels() {
         }
     }
 }
+
+#[test]
+fn nvrtc_compiles_every_float_function() {
+    if !nvrtc_or_skip() {
+        return;
+    }
+    #[rustfmt::skip]
+    let fs = [
+        FUnary::Neg, FUnary::Exp, FUnary::Log, FUnary::Sqrt, FUnary::Abs, FUnary::Tanh, FUnary::Sigmoid,
+        FUnary::Relu, FUnary::Square, FUnary::Recip, FUnary::Sign, FUnary::Not, FUnary::Trunc,
+        FUnary::NonZero, FUnary::Sin, FUnary::Cos, FUnary::Tan, FUnary::Exp2, FUnary::Log2,
+        FUnary::Log1p, FUnary::Expm1, FUnary::Erf, FUnary::Gelu, FUnary::Silu, FUnary::Softplus,
+        FUnary::Floor, FUnary::Ceil, FUnary::Round, FUnary::Rsqrt,
+    ];
+    // A chain through every function, then atan2 of the chain's end and the input.
+    let mut instrs = vec![Instr::Load { dst: 0, input: 0 }];
+    for (k, &f) in fs.iter().enumerate() {
+        instrs.push(Instr::Unary { dst: k as u16 + 1, f, a: k as u16 });
+    }
+    let last = fs.len() as u16;
+    instrs.push(Instr::Binary { dst: last + 1, f: FBinary::Atan2, a: last, b: 0 });
+    let prog = Program { instrs, num_regs: last + 2, outputs: vec![last + 1] };
+    for reg in [DType::F32, DType::F64] {
+        let spec = EwSpec {
+            program: prog.clone(),
+            reg,
+            inputs: vec![(reg, Access::Contiguous)],
+            outputs: vec![reg],
+            rank: 1,
+            wide: false,
+            baked: None,
+        };
+        let ptx = nvrtc::compile_uncached(&spec.source(), ARCH, &spec.kernel_name())
+            .unwrap_or_else(|e| panic!("{e}\n{}", spec.source()));
+        ptxas(&ptx, &spec.kernel_name());
+    }
+}

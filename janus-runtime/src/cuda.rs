@@ -83,7 +83,14 @@ pub fn eager_kernels() -> Vec<janus_kernels::cuda::codegen::EwSpec> {
     use crate::ops::{BinaryOp, Cast, Clamp, CmpOp, F64Bits, Op, Powf, UnaryOp};
     let mut cases: Vec<(Op, Vec<DType>)> = Vec::new();
     let floats = [F32, F64];
-    for u in [UnaryOp::Exp, UnaryOp::Log, UnaryOp::Sqrt, UnaryOp::Tanh, UnaryOp::Sigmoid, UnaryOp::Recip] {
+    #[rustfmt::skip]
+    let float_unary = [
+        UnaryOp::Exp, UnaryOp::Log, UnaryOp::Sqrt, UnaryOp::Tanh, UnaryOp::Sigmoid, UnaryOp::Recip,
+        UnaryOp::Sin, UnaryOp::Cos, UnaryOp::Tan, UnaryOp::Exp2, UnaryOp::Log2, UnaryOp::Log1p,
+        UnaryOp::Expm1, UnaryOp::Erf, UnaryOp::Gelu, UnaryOp::Silu, UnaryOp::Softplus, UnaryOp::Floor,
+        UnaryOp::Ceil, UnaryOp::Round, UnaryOp::Rsqrt,
+    ];
+    for u in float_unary {
         cases.extend(floats.map(|d| (Op::Unary(u), vec![d])));
     }
     for u in [UnaryOp::Neg, UnaryOp::Abs, UnaryOp::Square, UnaryOp::Sign, UnaryOp::Relu] {
@@ -102,7 +109,9 @@ pub fn eager_kernels() -> Vec<janus_kernels::cuda::codegen::EwSpec> {
     for b in [BinaryOp::Add, BinaryOp::Sub, BinaryOp::Mul, BinaryOp::Maximum, BinaryOp::Minimum] {
         cases.extend([F32, F64, I64].map(|d| (Op::Binary(b), vec![d, d])));
     }
-    cases.extend(floats.map(|d| (Op::Binary(BinaryOp::Div), vec![d, d])));
+    for b in [BinaryOp::Div, BinaryOp::Atan2] {
+        cases.extend(floats.map(|d| (Op::Binary(b), vec![d, d])));
+    }
     cases.extend([BinaryOp::And, BinaryOp::Or].map(|b| (Op::Binary(b), vec![Bool, Bool])));
     for cmp in [CmpOp::Gt, CmpOp::Ge, CmpOp::Lt, CmpOp::Le, CmpOp::Eq, CmpOp::Ne] {
         cases.extend([F32, F64, I64].map(|d| (Op::Compare(cmp), vec![d, d])));

@@ -10,7 +10,7 @@
 //! | layer | modules |
 //! |---|---|
 //! | leaves | `config` (with [`Mode`]), `error`, `device`, `shape`, `layout`, `panics` |
-//! | the value core | `tensor`, `storage`, `recorder`, `ops`, `api`, `autograd`, `backend`, `random`, `module`, `nn`, `checkpoint`, `cuda` |
+//! | the value core | `tensor`, `storage`, `recorder`, `ops`, `api`, `autograd`, `backend`, `random`, `module`, `nn`, `data`, `checkpoint`, `cuda` |
 //! | graph IR | `graph` (nodes, fused programs, verify, dumps) |
 //! | recording and passes | `trace`, `passes` |
 //! | symbolic derivation | `grad_graph` (backward graphs from the VJP rules) |
@@ -33,6 +33,7 @@ mod autograd;
 mod backend;
 pub mod checkpoint;
 pub mod cuda;
+pub mod data;
 pub mod module;
 pub mod nn;
 pub mod ops;

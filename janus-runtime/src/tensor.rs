@@ -250,8 +250,19 @@ impl fmt::Debug for Tensor {
     }
 }
 
+/// Prints as PyTorch does: nested rows, 4 decimals (`{:.2}` for 2), long tensors summarised
+/// with `...`, and the dtype, device and `requires_grad` where they differ from the defaults.
+/// A host read. `{:?}` shows the handle's id and flat values instead.
+///
+/// # Examples
+/// ```
+/// use janus_runtime::Tensor;
+/// let t = Tensor::from_vec(vec![1.0f32, -0.5, 2.25, 3.0], [2, 2]);
+/// assert_eq!(t.to_string(), "tensor([[ 1.0000, -0.5000],\n        [ 2.2500,  3.0000]])");
+/// assert_eq!(format!("{:.1}", t), "tensor([[ 1.0, -0.5],\n        [ 2.2,  3.0]])");
+/// ```
 impl fmt::Display for Tensor {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Debug::fmt(self, f)
+        crate::api::print::display(self, f)
     }
 }

@@ -156,6 +156,21 @@ fn apply(dtype: DType, special: bool, ins: &Instr, v: &[Tensor]) -> Tensor {
                 "powf" => (x.abs() + 0.1).powf(1.7),
                 "clamp" => x.clamp(-0.4, 0.6),
                 "softplus" => (x.exp() + 1.0).log(),
+                "sin" => x.sin(),
+                "cos" => x.cos(),
+                "tan" => x.clamp(-1.2, 1.2).tan(),
+                "exp2" => x.clamp(-5.0, 5.0).exp2(),
+                "log2" => (x.abs() + 0.5).log2(),
+                "log1p" => x.abs().log1p(),
+                "expm1" => x.clamp(-5.0, 5.0).expm1(),
+                "erf" => x.erf(),
+                "gelu" => x.gelu(),
+                "silu" => x.silu(),
+                "softplus_op" => x.softplus(),
+                "floor" => x.floor(),
+                "ceil" => x.ceil(),
+                "round" => x.round(),
+                "rsqrt" => (x.abs() + 0.1).rsqrt(),
                 _ => unreachable!(),
             }
         }
@@ -179,6 +194,7 @@ fn apply(dtype: DType, special: bool, ins: &Instr, v: &[Tensor]) -> Tensor {
                 "div" => x / (y.abs() + 0.5),
                 "maximum" => x.maximum(y),
                 "minimum" => x.minimum(y),
+                "atan2" => x.atan2(y),
                 _ => unreachable!(),
             }
         }
@@ -290,8 +306,34 @@ fn propose(r: &mut Rng, v: &[Tensor], dtype: DType) -> Option<Instr> {
     Some(match r.below(24) {
         0..=3 => Instr::Unary(
             r.pick(&[
-                "neg", "exp", "log", "sqrt", "abs", "tanh", "sigmoid", "relu", "square", "recip", "powf",
-                "clamp", "softplus",
+                "neg",
+                "exp",
+                "log",
+                "sqrt",
+                "abs",
+                "tanh",
+                "sigmoid",
+                "relu",
+                "square",
+                "recip",
+                "powf",
+                "clamp",
+                "softplus",
+                "sin",
+                "cos",
+                "tan",
+                "exp2",
+                "log2",
+                "log1p",
+                "expm1",
+                "erf",
+                "gelu",
+                "silu",
+                "softplus_op",
+                "floor",
+                "ceil",
+                "round",
+                "rsqrt",
             ]),
             a,
         ),
@@ -313,7 +355,7 @@ fn propose(r: &mut Rng, v: &[Tensor], dtype: DType) -> Option<Instr> {
             } else {
                 return Some(Instr::Const(broadcast_partner(r, &s), r.next()));
             };
-            Instr::Binary(r.pick(&["add", "sub", "mul", "div", "maximum", "minimum"]), a, b)
+            Instr::Binary(r.pick(&["add", "sub", "mul", "div", "maximum", "minimum", "atan2"]), a, b)
         }
         8 => {
             let c = *bools.get(r.below(bools.len()))?;

@@ -124,6 +124,31 @@ fn unary(f: FUnary, a: &str, reg: DType) -> String {
             let (lo, hi) = (literal(reg, lo), literal(reg, hi));
             format!("({a} < {lo} ? {lo} : ({a} > {hi} ? {hi} : {a}))")
         }
+        FUnary::Sin => format!("sin{fl}({a})"),
+        FUnary::Cos => format!("cos{fl}({a})"),
+        FUnary::Tan => format!("tan{fl}({a})"),
+        FUnary::Exp2 => format!("exp2{fl}({a})"),
+        FUnary::Log2 => format!("log2{fl}({a})"),
+        FUnary::Log1p => format!("log1p{fl}({a})"),
+        FUnary::Expm1 => format!("expm1{fl}({a})"),
+        FUnary::Erf => format!("erf{fl}({a})"),
+        // The same operations, in the same order, as `fused::unary`.
+        FUnary::Gelu => {
+            let (half, k) =
+                (literal(reg, 0.5f64.to_bits()), literal(reg, std::f64::consts::FRAC_1_SQRT_2.to_bits()));
+            format!("({a} * {half} * ({o} + erf{fl}({a} * {k})))")
+        }
+        FUnary::Silu => format!("({a} * ({o} / ({o} + exp{fl}(-{a}))))"),
+        FUnary::Softplus => {
+            let t = literal(reg, crate::fused::SOFTPLUS_THRESHOLD.to_bits());
+            format!("({a} > {t} ? {a} : log1p{fl}(exp{fl}({a})))")
+        }
+        FUnary::Floor => format!("floor{fl}({a})"),
+        FUnary::Ceil => format!("ceil{fl}({a})"),
+        // `rint` rounds ties to even in the default rounding mode, as `round_ties_even`.
+        FUnary::Round => format!("rint{fl}({a})"),
+        // Not `rsqrt`, which is approximate: this is what the CPU computes.
+        FUnary::Rsqrt => format!("({o} / sqrt{fl}({a}))"),
     }
 }
 
@@ -151,6 +176,10 @@ fn binary(f: FBinary, a: &str, b: &str, reg: DType) -> String {
         FBinary::Le => pred(format!("{a} <= {b}")),
         FBinary::Eq => pred(format!("{a} == {b}")),
         FBinary::Ne => pred(format!("{a} != {b}")),
+        FBinary::Atan2 => {
+            let fl = if reg == DType::F32 { "f" } else { "" };
+            format!("atan2{fl}({a}, {b})")
+        }
     }
 }
 

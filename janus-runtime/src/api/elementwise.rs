@@ -44,6 +44,59 @@ unary_methods! {
     sign => Sign;
     /// Logical not of a `bool` tensor.
     logical_not => Not;
+    /// Sine.
+    ///
+    /// # Examples
+    /// ```
+    /// use janus_runtime::Tensor;
+    /// let x = Tensor::from_vec(vec![0.0f32, std::f32::consts::FRAC_PI_2], [2]);
+    /// assert_eq!(x.sin().to_vec::<f32>(), vec![0.0, 1.0]);
+    /// ```
+    sin => Sin;
+    /// Cosine.
+    cos => Cos;
+    /// Tangent.
+    tan => Tan;
+    /// `2^x`.
+    exp2 => Exp2;
+    /// Base-2 logarithm.
+    log2 => Log2;
+    /// `ln(1 + x)`, accurate for small `x`.
+    log1p => Log1p;
+    /// `e^x - 1`, accurate for small `x`.
+    expm1 => Expm1;
+    /// The error function `2/sqrt(pi) * integral from 0 to x of e^(-t^2) dt`.
+    erf => Erf;
+    /// GELU, the exact form `x * Phi(x)` with `Phi` the standard normal CDF (PyTorch's default
+    /// `gelu`, `approximate='none'`).
+    ///
+    /// # Examples
+    /// ```
+    /// use janus_runtime::Tensor;
+    /// let y = Tensor::from_vec(vec![-1.0f64, 0.0, 1.0], [3]).gelu().to_vec::<f64>();
+    /// assert!((y[0] + 0.158655).abs() < 1e-6 && y[1] == 0.0 && (y[2] - 0.841345).abs() < 1e-6);
+    /// ```
+    gelu => Gelu;
+    /// SiLU (swish): `x * sigmoid(x)`.
+    silu => Silu;
+    /// `ln(1 + e^x)`; `x` itself above 20, as PyTorch's `softplus` (`beta=1, threshold=20`).
+    softplus => Softplus;
+    /// Rounds down. Its gradient is zero, as in PyTorch.
+    floor => Floor;
+    /// Rounds up. Its gradient is zero.
+    ceil => Ceil;
+    /// Rounds to the nearest integer, ties to even (as `torch.round`): `0.5` gives `0`, `1.5`
+    /// gives `2`. Its gradient is zero.
+    ///
+    /// # Examples
+    /// ```
+    /// use janus_runtime::Tensor;
+    /// let x = Tensor::from_vec(vec![0.5f32, 1.5, -2.5, 2.7], [4]);
+    /// assert_eq!(x.round().to_vec::<f32>(), vec![0.0, 2.0, -2.0, 3.0]);
+    /// ```
+    round => Round;
+    /// `1 / sqrt(x)`.
+    rsqrt => Rsqrt;
 }
 
 /// A rank-0 float operand takes the other operand's float dtype (PyTorch's promotion rule for
@@ -95,6 +148,9 @@ binary_methods! {
     logical_and => Op::Binary(BinaryOp::And);
     /// Logical or of `bool` tensors.
     logical_or => Op::Binary(BinaryOp::Or);
+    /// `atan2(self, other)`: the angle in `(-pi, pi]` of the point `(other, self)`, broadcasting
+    /// (floats only), as `torch.atan2(input, other)`.
+    atan2 => Op::Binary(BinaryOp::Atan2);
     /// `self > other` as `bool`.
     gt => Op::Compare(CmpOp::Gt);
     /// `self >= other` as `bool`.

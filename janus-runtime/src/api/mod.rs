@@ -5,10 +5,12 @@ mod create;
 mod elementwise;
 mod loss;
 mod operators;
+pub(crate) mod print;
 
 pub use operators::Scalar;
 mod reduce;
 mod shape;
+mod sort;
 
 use crate::error::bail;
 use crate::shape::Dim;

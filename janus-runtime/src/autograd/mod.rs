@@ -6,7 +6,10 @@
 //! use the VJP rules of [`crate::ops`], written once in terms of `Tensor` ops; custom nodes (a
 //! compiled fragment) bring their own backward.
 
+mod grads;
 pub(crate) mod sum;
+
+pub use grads::Grads;
 
 use crate::autograd::sum::{GradPart, GradSum};
 use crate::error::bail;
@@ -341,35 +344,4 @@ fn finish_leaves(leaves: HashMap<u64, GradSum>) -> Grads {
     let mut sums: Vec<(u64, GradSum)> = leaves.into_iter().collect();
     sums.sort_unstable_by_key(|(id, _)| *id);
     Grads { leaves: sums.into_iter().filter_map(|(k, v)| v.finish().map(|t| (k, t))).collect() }
-}
-
-/// Gradients from [`Tensor::backward`], keyed by the identity of each leaf.
-#[derive(Clone, Default)]
-pub struct Grads {
-    pub(crate) leaves: HashMap<u64, Tensor>,
-}
-
-impl Grads {
-    /// The gradient of `leaf`, if the loss depends on it.
-    pub fn get(&self, leaf: &Tensor) -> Option<&Tensor> {
-        self.leaves.get(&leaf.id())
-    }
-
-    /// Number of leaves with a gradient.
-    pub fn len(&self) -> usize {
-        self.leaves.len()
-    }
-
-    /// Whether no leaf received a gradient.
-    pub fn is_empty(&self) -> bool {
-        self.leaves.is_empty()
-    }
-}
-
-impl std::fmt::Debug for Grads {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let mut ids: Vec<_> = self.leaves.keys().collect();
-        ids.sort();
-        f.debug_struct("Grads").field("leaf_ids", &ids).finish()
-    }
 }

@@ -144,6 +144,7 @@ fn binary_f(op: BinaryOp) -> FBinary {
         BinaryOp::Minimum => FBinary::Min,
         BinaryOp::And => FBinary::And,
         BinaryOp::Or => FBinary::Or,
+        BinaryOp::Atan2 => FBinary::Atan2,
     }
 }
 
@@ -384,6 +385,12 @@ pub(crate) fn compute(op: &Op, x: &[&Tensor], ty: &TensorType, ordinal: usize) -
         }
         Op::ToDevice(p) => super::transfer(x[0], p.device),
         Op::Detach | Op::FreshLeaf => x[0].data().clone(),
+        // Sorting runs on the host (a device sort is future work): download, sort, upload.
+        Op::ArgSort(p) => {
+            let idx = crate::ops::sort::argsort(p, &download(x[0]));
+            let host = Tensor::from_parts(ty.shape.clone(), ty.dtype, Some(idx), Default::default());
+            upload(&host, ordinal).data().clone()
+        }
     }
 }
 

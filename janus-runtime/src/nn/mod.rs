@@ -1,12 +1,16 @@
 //! Layers with PyTorch's parameter layouts and default initialisations.
 
 mod embedding;
+mod gru;
 mod linear;
 mod lstm;
+mod rnn;
 
 pub use embedding::Embedding;
+pub use gru::GruCell;
 pub use linear::Linear;
 pub use lstm::LstmCell;
+pub use rnn::RnnCell;
 
 use crate::Tensor;
 

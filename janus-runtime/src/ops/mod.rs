@@ -12,6 +12,7 @@ pub(crate) mod index;
 pub(crate) mod linalg;
 pub(crate) mod reduce;
 pub(crate) mod shape_ops;
+pub(crate) mod sort;
 pub(crate) mod source;
 
 use crate::autograd::{GradMeta, GradNode, NodeBackward, is_grad_enabled};
@@ -21,6 +22,7 @@ use crate::{DType, Device};
 use smallvec::SmallVec;
 
 pub use elementwise::{BinaryOp, CmpOp, UnaryOp};
+pub use sort::ArgSort;
 
 /// An `f64` stored by its bits, so op parameters can be hashed and compared exactly.
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
@@ -279,6 +281,8 @@ pub enum Op {
     Min(ReduceDim),
     /// Index of the maximum along a dimension.
     ArgMax(ReduceDim),
+    /// The stable sorting permutation along a dimension.
+    ArgSort(ArgSort),
     /// `log(sum(exp(x)))` along a dimension.
     LogSumExp(ReduceDim),
     /// Softmax along a dimension.
@@ -351,6 +355,7 @@ impl Op {
             Op::Max(_) => "max",
             Op::Min(_) => "min",
             Op::ArgMax(_) => "argmax",
+            Op::ArgSort(_) => "argsort",
             Op::LogSumExp(_) => "logsumexp",
             Op::Softmax(_) => "softmax",
             Op::LogSoftmax(_) => "log_softmax",
@@ -399,6 +404,7 @@ impl Op {
                 reduce::infer_reduce_dim(self.name(), p, x[0], x[0].dtype())
             }
             Op::ArgMax(p) => reduce::infer_reduce_dim(self.name(), p, x[0], DType::I64),
+            Op::ArgSort(p) => sort::infer_argsort(p, x[0]),
             Op::Softmax(_) | Op::LogSoftmax(_) => elementwise::infer_float(self.name(), x[0]),
             Op::MatMul => linalg::infer_matmul(x[0], x[1]),
             Op::Reshape(p) => TensorType { shape: p.shape.clone(), dtype: x[0].dtype() },
@@ -445,6 +451,7 @@ impl Op {
             Op::Max(p) => reduce::max(p, x[0], ty),
             Op::Min(p) => reduce::min(p, x[0], ty),
             Op::ArgMax(p) => reduce::argmax(p, x[0], ty),
+            Op::ArgSort(p) => sort::argsort(p, x[0]),
             Op::LogSumExp(p) => reduce::logsumexp(p, x[0], ty),
             Op::Softmax(p) => reduce::softmax(p, x[0], false),
             Op::LogSoftmax(p) => reduce::softmax(p, x[0], true),
@@ -477,6 +484,7 @@ impl Op {
                 | Op::Multinomial
                 | Op::Compare(_)
                 | Op::ArgMax(_)
+                | Op::ArgSort(_)
                 | Op::OneHot(_)
                 | Op::Detach
                 | Op::FreshLeaf
@@ -519,6 +527,7 @@ impl Op {
             | Op::Multinomial
             | Op::Compare(_)
             | Op::ArgMax(_)
+            | Op::ArgSort(_)
             | Op::OneHot(_)
             | Op::Detach
             | Op::FreshLeaf => vec![None; x.len()],

@@ -283,6 +283,7 @@ fn binary_fn(op: &Op) -> Option<FBinary> {
             BinaryOp::Minimum => FBinary::Min,
             BinaryOp::And => FBinary::And,
             BinaryOp::Or => FBinary::Or,
+            BinaryOp::Atan2 => FBinary::Atan2,
         },
         Op::Compare(c) => match c {
             CmpOp::Gt => FBinary::Gt,

@@ -3,7 +3,7 @@
 
 use super::{Bases, CudaPlan};
 use crate::backend::cuda::view;
-use crate::exec::lower::{BufRef, Lowered};
+use crate::exec::lower::{BufRef, Lowered, StepKind};
 use crate::tensor::Tensor;
 use crate::{DType, Device};
 use janus_kernels::cuda::graph::{CapturedGraph, capture};
@@ -46,6 +46,11 @@ impl CudaPlan {
     pub(super) fn capture(&self, l: &Lowered, inputs: &[Tensor]) -> Result<Replay, String> {
         if l.outputs.iter().any(|&o| matches!(l.vals[o].as_ref().map(|v| v.buf), Some(BufRef::Memo(_)))) {
             return Err("an output views a memoised copy".into());
+        }
+        // A host round trip (argsort sorts on the host) cannot be captured in a CUDA graph.
+        if l.steps.iter().any(|s| matches!(&s.kind, StepKind::Generic { op: crate::ops::Op::ArgSort(_), .. }))
+        {
+            return Err("argsort runs on the host".into());
         }
         let dev = &self.dev;
         let e = |e: CudaError| e.to_string();

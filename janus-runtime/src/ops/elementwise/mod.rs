@@ -1,5 +1,8 @@
 //! Elementwise ops: unary functions, broadcasting arithmetic and comparisons, `where`, casts.
-//! Each op's shape rule, kernel and VJP are next to each other.
+//! Each op's shape rule and kernel are here, its VJP in [`vjp`].
+
+mod vjp;
+pub(crate) use vjp::{binary_vjp, clamp_vjp, powf_vjp, sum_to, unary_vjp, where_vjp};
 
 use super::{Cast, Clamp, Powf, TensorType};
 use crate::DType;
@@ -7,7 +10,7 @@ use crate::error::bail;
 use crate::shape::{Shape, Strides, broadcast_shapes};
 use crate::tensor::{Data, Tensor};
 use janus_kernels::buffer::Stored;
-use janus_kernels::fused::{self, FUnary};
+use janus_kernels::fused::{self, FBinary, FUnary};
 use janus_kernels::strided::{PARALLEL_MIN_ELEMS, Src, map1, map2, map3};
 use janus_kernels::{Element, Float, with_any_type, with_float_type};
 
@@ -41,6 +44,36 @@ pub enum UnaryOp {
     Sign,
     /// Logical not of a `bool` tensor.
     Not,
+    /// `sin x`
+    Sin,
+    /// `cos x`
+    Cos,
+    /// `tan x`
+    Tan,
+    /// `2^x`
+    Exp2,
+    /// `log2 x`
+    Log2,
+    /// `ln(1 + x)`, accurate near zero.
+    Log1p,
+    /// `e^x - 1`, accurate near zero.
+    Expm1,
+    /// The error function.
+    Erf,
+    /// `x * Phi(x)` (exact, erf-based; PyTorch's default `gelu`).
+    Gelu,
+    /// `x * sigmoid(x)`
+    Silu,
+    /// `ln(1 + e^x)`, or `x` above 20.
+    Softplus,
+    /// Round toward -inf (zero gradient).
+    Floor,
+    /// Round toward +inf (zero gradient).
+    Ceil,
+    /// Round to nearest, ties to even (zero gradient).
+    Round,
+    /// `1 / sqrt x`
+    Rsqrt,
 }
 
 impl UnaryOp {
@@ -58,6 +91,21 @@ impl UnaryOp {
             UnaryOp::Recip => "recip",
             UnaryOp::Sign => "sign",
             UnaryOp::Not => "logical_not",
+            UnaryOp::Sin => "sin",
+            UnaryOp::Cos => "cos",
+            UnaryOp::Tan => "tan",
+            UnaryOp::Exp2 => "exp2",
+            UnaryOp::Log2 => "log2",
+            UnaryOp::Log1p => "log1p",
+            UnaryOp::Expm1 => "expm1",
+            UnaryOp::Erf => "erf",
+            UnaryOp::Gelu => "gelu",
+            UnaryOp::Silu => "silu",
+            UnaryOp::Softplus => "softplus",
+            UnaryOp::Floor => "floor",
+            UnaryOp::Ceil => "ceil",
+            UnaryOp::Round => "round",
+            UnaryOp::Rsqrt => "rsqrt",
         }
     }
 }
@@ -81,6 +129,8 @@ pub enum BinaryOp {
     And,
     /// Logical or of `bool` tensors.
     Or,
+    /// `atan2(a, b)`: the angle of the point `(b, a)` (floats only).
+    Atan2,
 }
 
 impl BinaryOp {
@@ -94,6 +144,7 @@ impl BinaryOp {
             BinaryOp::Minimum => "minimum",
             BinaryOp::And => "logical_and",
             BinaryOp::Or => "logical_or",
+            BinaryOp::Atan2 => "atan2",
         }
     }
 }
@@ -187,7 +238,7 @@ pub(crate) fn infer_binary(op: BinaryOp, a: &Tensor, b: &Tensor) -> TensorType {
     same_dtype(op.name(), a, b);
     let ok = match op {
         BinaryOp::And | BinaryOp::Or => a.dtype() == DType::Bool,
-        BinaryOp::Div => a.dtype().is_float(),
+        BinaryOp::Div | BinaryOp::Atan2 => a.dtype().is_float(),
         _ => a.dtype() != DType::Bool,
     };
     if !ok {
@@ -255,6 +306,21 @@ impl From<UnaryOp> for FUnary {
             UnaryOp::Recip => FUnary::Recip,
             UnaryOp::Sign => FUnary::Sign,
             UnaryOp::Not => FUnary::Not,
+            UnaryOp::Sin => FUnary::Sin,
+            UnaryOp::Cos => FUnary::Cos,
+            UnaryOp::Tan => FUnary::Tan,
+            UnaryOp::Exp2 => FUnary::Exp2,
+            UnaryOp::Log2 => FUnary::Log2,
+            UnaryOp::Log1p => FUnary::Log1p,
+            UnaryOp::Expm1 => FUnary::Expm1,
+            UnaryOp::Erf => FUnary::Erf,
+            UnaryOp::Gelu => FUnary::Gelu,
+            UnaryOp::Silu => FUnary::Silu,
+            UnaryOp::Softplus => FUnary::Softplus,
+            UnaryOp::Floor => FUnary::Floor,
+            UnaryOp::Ceil => FUnary::Ceil,
+            UnaryOp::Round => FUnary::Round,
+            UnaryOp::Rsqrt => FUnary::Rsqrt,
         }
     }
 }
@@ -274,7 +340,11 @@ fn unary_float<T: Float>(u: UnaryOp, x: &Tensor) -> Data {
     each!(
         Neg: PARALLEL_MIN_ELEMS, Exp: COSTLY_PAR, Log: COSTLY_PAR, Sqrt: PARALLEL_MIN_ELEMS,
         Abs: PARALLEL_MIN_ELEMS, Tanh: COSTLY_PAR, Sigmoid: COSTLY_PAR, Relu: PARALLEL_MIN_ELEMS,
-        Square: PARALLEL_MIN_ELEMS, Recip: PARALLEL_MIN_ELEMS, Sign: PARALLEL_MIN_ELEMS
+        Square: PARALLEL_MIN_ELEMS, Recip: PARALLEL_MIN_ELEMS, Sign: PARALLEL_MIN_ELEMS,
+        Sin: COSTLY_PAR, Cos: COSTLY_PAR, Tan: COSTLY_PAR, Exp2: COSTLY_PAR, Log2: COSTLY_PAR,
+        Log1p: COSTLY_PAR, Expm1: COSTLY_PAR, Erf: COSTLY_PAR, Gelu: COSTLY_PAR, Silu: COSTLY_PAR,
+        Softplus: COSTLY_PAR, Floor: PARALLEL_MIN_ELEMS, Ceil: PARALLEL_MIN_ELEMS,
+        Round: PARALLEL_MIN_ELEMS, Rsqrt: PARALLEL_MIN_ELEMS
     );
     finish(out, shape)
 }
@@ -357,6 +427,9 @@ macro_rules! arith {
             BinaryOp::Div => binary_typed::<$T, $T>($a, $b, $ty, |x, y| x / y),
             BinaryOp::Maximum => binary_typed::<$T, $T>($a, $b, $ty, |x: $T, y: $T| x.max_nan(y)),
             BinaryOp::Minimum => binary_typed::<$T, $T>($a, $b, $ty, |x: $T, y: $T| x.min_nan(y)),
+            BinaryOp::Atan2 => {
+                binary_typed::<$T, $T>($a, $b, $ty, |x: $T, y: $T| fused::binary(FBinary::Atan2, x, y))
+            }
             BinaryOp::And | BinaryOp::Or => unreachable!("rejected by the shape rule"),
         }
     };
@@ -411,89 +484,4 @@ pub(crate) fn where_cond(c: &Tensor, a: &Tensor, b: &Tensor, ty: &TensorType) ->
         );
         finish(out, &ty.shape)
     })
-}
-
-// ---- gradients ------------------------------------------------------------------------------
-
-/// Sums a broadcast gradient back down to `shape` (the adjoint of broadcasting).
-pub(crate) fn sum_to(g: &Tensor, shape: &Shape) -> Tensor {
-    if g.shape() == shape {
-        return g.clone();
-    }
-    let lead = g.rank() - shape.rank();
-    let mut dims: Vec<usize> = (0..lead).collect();
-    for (i, &d) in shape.iter().enumerate() {
-        if d == 1 && g.dims()[lead + i] != 1 {
-            dims.push(lead + i);
-        }
-    }
-    g.sum_dims(&dims, true).reshape(shape)
-}
-
-pub(crate) fn unary_vjp(u: UnaryOp, x: &Tensor, y: &Tensor, g: &Tensor) -> Tensor {
-    match u {
-        UnaryOp::Neg => -g,
-        UnaryOp::Exp => g * y,
-        UnaryOp::Log => g / x,
-        UnaryOp::Sqrt => g / (y * 2.0),
-        UnaryOp::Abs => g * x.sign(),
-        UnaryOp::Tanh => g * (1.0 - y.square()),
-        UnaryOp::Sigmoid => g * y * (1.0 - y),
-        UnaryOp::Relu => g * x.gt_scalar(0.0).to_dtype(x.dtype()),
-        UnaryOp::Square => g * x * 2.0,
-        UnaryOp::Recip => -(g * y.square()),
-        // Piecewise constant: the gradient is zero.
-        UnaryOp::Sign | UnaryOp::Not => Tensor::zeros_like(x),
-    }
-}
-
-pub(crate) fn powf_vjp(p: &Powf, x: &Tensor, g: &Tensor) -> Tensor {
-    let e = p.exponent.get();
-    g * x.powf(e - 1.0) * e
-}
-
-pub(crate) fn clamp_vjp(p: &Clamp, x: &Tensor, g: &Tensor) -> Tensor {
-    let inside = x.ge_scalar(p.min.get()).logical_and(&x.le_scalar(p.max.get()));
-    g * inside.to_dtype(x.dtype())
-}
-
-/// Gradient weights of `maximum`/`minimum`: 1 where the operand wins, 1/2 on ties (PyTorch).
-fn extremum_weights(a: &Tensor, b: &Tensor, a_wins: &Tensor) -> (Tensor, Tensor) {
-    let dt = a.dtype();
-    let wa = a_wins.to_dtype(dt) + a.eq(b).to_dtype(dt) * 0.5;
-    let wb = 1.0 - &wa;
-    (wa, wb)
-}
-
-pub(crate) fn binary_vjp(
-    op: BinaryOp,
-    a: &Tensor,
-    b: &Tensor,
-    out: &Tensor,
-    g: &Tensor,
-) -> Vec<Option<Tensor>> {
-    let (na, nb) = (a.needs_grad(), b.needs_grad());
-    let ga = |f: &dyn Fn() -> Tensor| na.then(|| sum_to(&f(), a.shape()));
-    let gb = |f: &dyn Fn() -> Tensor| nb.then(|| sum_to(&f(), b.shape()));
-    match op {
-        BinaryOp::Add => vec![ga(&|| g.clone()), gb(&|| g.clone())],
-        BinaryOp::Sub => vec![ga(&|| g.clone()), gb(&|| -g)],
-        BinaryOp::Mul => vec![ga(&|| g * b), gb(&|| g * a)],
-        BinaryOp::Div => vec![ga(&|| g / b), gb(&|| -(g * out / b))],
-        BinaryOp::Maximum | BinaryOp::Minimum => {
-            let a_wins = if op == BinaryOp::Maximum { a.gt(b) } else { a.lt(b) };
-            let (wa, wb) = extremum_weights(a, b, &a_wins);
-            vec![ga(&|| g * &wa), gb(&|| g * &wb)]
-        }
-        BinaryOp::And | BinaryOp::Or => vec![None, None],
-    }
-}
-
-pub(crate) fn where_vjp(c: &Tensor, a: &Tensor, b: &Tensor, g: &Tensor) -> Vec<Option<Tensor>> {
-    let zero = Tensor::scalar_dtype(0.0, g.dtype());
-    vec![
-        None,
-        a.needs_grad().then(|| sum_to(&c.where_cond(g, &zero), a.shape())),
-        b.needs_grad().then(|| sum_to(&c.where_cond(&zero, g), b.shape())),
-    ]
 }
