@@ -149,6 +149,74 @@ fn the_clipped_lstm_step_speculates_until_the_decision_flips_and_matches_eager()
     assert_eq!(Some(key.path[0].0 as usize), line.map(|l| l + 1), "{key:?}");
 }
 
+/// The flagship step with Adam and clipping as a host decision on the gradients' norm: the
+/// decision is an assert; a failed one commits neither the parameters nor Adam's state.
+#[janus]
+fn clipped_adam_step(m: &mut LstmLm, opt: &mut optim::Adam, xs: &[Tensor], ys: &[Tensor]) -> f32 {
+    let loss = lstm_lm::loss(m, xs, ys);
+    let mut grads = loss.backward();
+    let norm = grads.total_norm();
+    if norm.item() > 5.0 {
+        grads = grads.scale_by(&(Tensor::scalar(5.0) / &norm));
+    }
+    opt.step(m, &grads);
+    loss.item()
+}
+
+/// The same with `clip_norm`, which is branch-free: one graph, no assert.
+#[janus]
+fn clip_norm_adam_step(m: &mut LstmLm, opt: &mut optim::Adam, xs: &[Tensor], ys: &[Tensor]) -> f32 {
+    let loss = lstm_lm::loss(m, xs, ys);
+    let (grads, _norm) = loss.backward().clip_norm(5.0);
+    opt.step(m, &grads);
+    loss.item()
+}
+
+#[test]
+fn adam_with_clipping_commits_nothing_on_a_failed_assert_and_matches_eager() {
+    janus::set_self_check(false);
+    type Step = fn(&mut LstmLm, &mut optim::Adam, &[Tensor], &[Tensor]) -> f32;
+    for (name, f, flips_expected) in [
+        ("clipped_adam_step", clipped_adam_step as Step, true),
+        ("clip_norm_adam_step", clip_norm_adam_step, false),
+    ] {
+        janus::manual_seed(9);
+        let init = LstmLm::new(lstm_lm::V, 32);
+        let data = Batches::synthetic(3);
+        let (mut a, mut b) = (init.clone(), init);
+        let (mut oa, mut ob) = (optim::Adam::new(0.01), optim::Adam::new(0.01));
+        let before = janus::stats();
+        for step in 0..40 {
+            if step == 15 || step == 20 {
+                // As in the SGD test: gradients far above the bound for five steps.
+                let k = if step == 15 { 400.0 } else { 1.0 / 400.0 };
+                for m in [&mut a, &mut b] {
+                    m.wy = no_grad(|| &m.wy * k).requires_grad();
+                }
+            }
+            let (xs, ys) = data.batch(step % 3);
+            let la = janus::with_mode(Mode::Eager, || f(&mut a, &mut oa, xs, ys));
+            let lb = f(&mut b, &mut ob, xs, ys);
+            assert!(
+                (la - lb).abs() <= 1e-4 * la.abs().max(1.0),
+                "{name} step {step}: eager {la} vs janus {lb}"
+            );
+            let (n, err) = max_diff(&a, &b);
+            assert!(err <= 1e-4, "{name} step {step}: parameter `{n}` differs by {err}");
+            let (n, err) = max_diff(&oa, &ob);
+            assert!(err <= 1e-4, "{name} step {step}: Adam state `{n}` differs by {err}");
+        }
+        let d = fn_stats(&janus::stats().since(&before), name);
+        assert!(d.hits >= 25, "{name}: {}", janus::explain());
+        let key = d.keys.iter().find(|k| k.speculated).expect("a speculated key");
+        if flips_expected {
+            assert!(d.assert_failures >= 2 && key.asserts == 1, "{name}: {}", janus::explain());
+        } else {
+            assert!(d.assert_failures == 0 && key.asserts == 0, "{name}: {}", janus::explain());
+        }
+    }
+}
+
 /// A value the runtime cannot key or rebuild.
 struct Gain {
     factor: f64,

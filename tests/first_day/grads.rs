@@ -65,7 +65,8 @@ fn scale_norm_and_clip_follow_pytorch() {
         assert_eq!(half.get(leaf).unwrap().to_vec::<f64>(), want);
     }
     for max_norm in [0.5, 2.0, norm * 0.99, norm * 2.0] {
-        let clipped = grads.clip_norm(max_norm);
+        let (clipped, before) = grads.clip_norm(max_norm);
+        assert!((before.item_f64() - norm).abs() < 1e-12 * norm);
         let coef = (max_norm / (norm + 1e-6)).min(1.0);
         for leaf in [&a, &b, &c] {
             let want: Vec<f64> = grads.get(leaf).unwrap().to_vec::<f64>().iter().map(|v| v * coef).collect();
@@ -84,7 +85,7 @@ fn scale_norm_and_clip_follow_pytorch() {
 fn empty_grads_and_mixed_dtypes() {
     let none = Grads::default();
     assert_eq!(none.total_norm().item(), 0.0);
-    assert!(none.clip_norm(1.0).is_empty() && (&none + &none).is_empty());
+    assert!(none.clip_norm(1.0).0.is_empty() && (&none + &none).is_empty());
     let x = Tensor::from_vec(vec![3.0f32], [1]).requires_grad();
     let y = Tensor::from_vec(vec![4.0f64], [1]).requires_grad();
     let grads = ((&x * 1.0).sum_all().to_dtype(DType::F64) + (&y * 1.0).sum_all()).backward();
@@ -105,7 +106,7 @@ struct Pair {
 fn clipped_step(m: &Pair, x: &Tensor, max_norm: f64) -> (Tensor, Tensor, Tensor) {
     let loss = (x.matmul(&m.w).tanh() * &m.v).sum_all();
     let grads = loss.backward();
-    let clipped = grads.clip_norm(max_norm);
+    let (clipped, _) = grads.clip_norm(max_norm);
     let norm = clipped.total_norm();
     let (gw, gv) = (clipped.get(&m.w).unwrap().clone(), clipped.get(&m.v).unwrap().clone());
     (norm, gw, gv)

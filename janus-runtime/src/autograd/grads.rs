@@ -70,31 +70,41 @@ impl Grads {
         squares.fold(first, |acc, s| acc + s.to_dtype(dtype)).sqrt()
     }
 
+    /// Every gradient multiplied by a rank-0 tensor `factor` (a norm-dependent factor stays in
+    /// the graph, with no host read).
+    #[track_caller]
+    pub fn scale_by(&self, factor: &Tensor) -> Grads {
+        self.map(|g| g * &factor.to_dtype(g.dtype()))
+    }
+
     /// Gradients rescaled so that their [`total_norm`](Grads::total_norm) is at most
     /// `max_norm`, as `torch.nn.utils.clip_grad_norm_`: each is multiplied by
-    /// `min(max_norm / (total_norm + 1e-6), 1)`. Computed with tensor ops, so no host read.
+    /// `min(max_norm / (total_norm + 1e-6), 1)`; also returns the norm before clipping (what
+    /// `clip_grad_norm_` returns). Branch-free tensor ops, so no host read: it stays in
+    /// compiled and speculated graphs.
     ///
     /// # Examples
     /// ```
     /// use janus_runtime::Tensor;
     /// let w = Tensor::ones([2]).requires_grad();
     /// let grads = (w.sum_all() * 30.0).backward(); // [30, 30], norm 42.4
-    /// let clipped = grads.clip_norm(1.0);
+    /// let (clipped, norm) = grads.clip_norm(1.0);
     /// assert!((clipped.total_norm().item() - 1.0).abs() < 1e-5);
-    /// let small = grads.clip_norm(100.0); // already within the bound: unchanged
+    /// assert!((norm.item() - 1800f32.sqrt()).abs() < 1e-4);
+    /// let (small, _) = grads.clip_norm(100.0); // already within the bound: unchanged
     /// assert_eq!(small.get(&w).unwrap().to_vec::<f32>(), vec![30.0, 30.0]);
     /// ```
     #[track_caller]
-    pub fn clip_norm(&self, max_norm: f64) -> Grads {
+    pub fn clip_norm(&self, max_norm: f64) -> (Grads, Tensor) {
         if max_norm.is_nan() || max_norm < 0.0 {
             crate::error::bail!("clip_norm", "max_norm must be a non-negative number, got {max_norm}");
         }
-        if self.is_empty() {
-            return self.clone();
-        }
         let total = self.total_norm();
-        let coef = (max_norm / (total + 1e-6)).clamp(f64::NEG_INFINITY, 1.0);
-        self.map(|g| g * &coef.to_dtype(g.dtype()))
+        if self.is_empty() {
+            return (self.clone(), total);
+        }
+        let coef = (max_norm / (&total + 1e-6)).clamp(f64::NEG_INFINITY, 1.0);
+        (self.scale_by(&coef), total)
     }
 
     /// Applies `f` to each gradient, in leaf order.
