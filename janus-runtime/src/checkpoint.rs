@@ -44,6 +44,7 @@ fn from_bytes(dtype: DType, b: &[u8]) -> CpuBuffer {
 }
 
 /// Saves every tensor leaf of `module` under its dotted path (`l1.weight`), atomically.
+#[doc(alias = "torch.save", alias = "state_dict")]
 pub fn save<M: Module + ?Sized>(path: impl AsRef<Path>, module: &M) -> Result<(), CheckpointError> {
     let path = path.as_ref();
     let named = module.named_tensors();
@@ -111,6 +112,7 @@ fn write_atomically(path: &Path, data: &[u8]) -> std::io::Result<()> {
 /// # std::fs::remove_file(&path)?;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
+#[doc(alias = "load_state_dict")]
 pub fn load<M: Module>(path: impl AsRef<Path>, module: &mut M) -> Result<(), CheckpointError> {
     let path = path.as_ref();
     let report = read_into(path, module, false)?;

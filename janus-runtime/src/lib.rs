@@ -42,15 +42,22 @@ mod recorder;
 mod storage;
 mod tensor;
 // Graph IR, recording, passes, derivation.
+#[doc(hidden)] // internal: the facade's front page shows what users call
 pub mod grad_graph;
+#[doc(hidden)] // internal: the facade's front page shows what users call
 pub mod graph;
+#[doc(hidden)] // internal: the facade's front page shows what users call
 pub mod passes;
+#[doc(hidden)] // internal: the facade's front page shows what users call
 pub mod trace;
 // Execution and compilation.
+#[doc(hidden)] // internal: the facade's front page shows what users call
 pub mod compile;
+#[doc(hidden)] // internal: the facade's front page shows what users call
 pub mod exec;
 // What `#[janus]` code calls, and the library above it.
 pub mod optim;
+#[doc(hidden)] // internal: the facade's front page shows what users call
 pub mod rt;
 
 pub use api::Scalar;
@@ -63,6 +70,9 @@ pub use error::{CheckpointError, DeviceError};
 pub use janus_kernels::{DType, Element};
 pub use module::Module;
 pub use random::{manual_seed, set_stream_position, stream_position};
-pub use rt::{Stats, explain, mode, reset_caches, reset_stats, set_mode, set_self_check, stats, with_mode};
+pub use rt::{
+    EagerKind, FragmentStats, KeyStats, OpCounts, SAMPLE_PERIOD, Stats, explain, mode, reset_caches,
+    reset_stats, self_check, set_mode, set_self_check, stats, with_mode,
+};
 pub use shape::{Dim, ReshapeSpec, Shape, broadcast_shapes};
 pub use tensor::Tensor;

@@ -102,6 +102,7 @@ pub trait Module {
     }
 
     /// The tensor leaves with their dotted paths (`l1.weight`, `layers.0.bias`).
+    #[doc(alias = "state_dict", alias = "named_parameters", alias = "parameters")]
     fn named_tensors(&self) -> Vec<(String, Tensor)> {
         #[derive(Default)]
         struct Named {

@@ -16,6 +16,21 @@ use std::sync::atomic::{AtomicU64, Ordering};
 ///
 /// `Clone` is cheap (a reference count). Every handle created by an op or constructor has a
 /// fresh [`id`](Tensor::id); clones share it. Tensors are `Send + Sync`.
+///
+/// # Examples
+///
+/// Ops run at once (eagerly) and record what `backward()` needs, as in PyTorch:
+///
+/// ```
+/// use janus_runtime::{DType, Tensor};
+/// let x = Tensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0], [2, 2]).requires_grad();
+/// let y = (x.matmul(&x.t()) * 0.5).tanh().sum_all(); // torch: (x @ x.T * 0.5).tanh().sum()
+/// let grads = y.backward(); // gradients come back, keyed by leaf: no `.grad`, no zero_grad()
+/// assert_eq!(grads.get(&x).unwrap().dims(), [2, 2]);
+/// assert_eq!(x.reshape([4]).narrow(0, 1, 2).to_vec::<f32>(), [2.0, 3.0]); // view, slicing
+/// assert_eq!(Tensor::ones([3]).to_dtype(DType::I64).dtype(), DType::I64);
+/// println!("{x}"); // tensor([[1.0000, 2.0000], [3.0000, 4.0000]], requires_grad=True)
+/// ```
 #[derive(Clone)]
 pub struct Tensor(pub(crate) Arc<TensorInner>);
 
@@ -56,6 +71,7 @@ impl Tensor {
     }
 
     /// The dimensions. Shapes are always concrete, so this is not a host read.
+    #[doc(alias = "size", alias = "shape")]
     pub fn dims(&self) -> &[usize] {
         &self.0.shape
     }
@@ -155,6 +171,7 @@ impl Tensor {
 
     /// The single element as `f32` (any dtype). Panics unless `numel() == 1`. A host read.
     #[track_caller]
+    #[doc(alias = "tolist")]
     pub fn item(&self) -> f32 {
         self.item_f64() as f32
     }

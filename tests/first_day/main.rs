@@ -42,3 +42,16 @@ pub fn panic_message(f: impl FnOnce() + std::panic::UnwindSafe) -> String {
 pub fn here(file: &str, line: u32) -> String {
     format!("{file}:{line}:")
 }
+
+#[test]
+fn tensor_literals_are_f32_like_torch_tensor() {
+    let v = janus::tensor![1.0, 2.5, -3.0];
+    assert_eq!((v.dims(), v.dtype()), (&[3][..], DType::F32));
+    assert_eq!(v.to_vec::<f32>(), [1.0, 2.5, -3.0]);
+    // `Tensor::from_vec` keeps the literal's type: f64, the day-one surprise the macro avoids.
+    assert_eq!(Tensor::from_vec(vec![1.0, 2.0], [2]).dtype(), DType::F64);
+    let m = janus::tensor![[1, 2, 3], [4, 5, 6]];
+    assert_eq!((m.dims(), m.to_vec::<f32>()), (&[2, 3][..], vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0]));
+    let msg = panic_message(|| drop(janus::tensor![[1.0, 2.0], [3.0]]));
+    assert!(msg.contains("tensor!") && msg.contains("row 1 has 1 values, row 0 has 2"), "{msg}");
+}

@@ -2,7 +2,7 @@
 //! toolkit, and the same binary runs on machines with and without a GPU.
 //!
 //! - [`libs`]: finds `libnvrtc` and `libcublas` (also inside Python's `nvidia-*` wheels).
-//! - [`device`]: context, stream, caching allocator ([`alloc`]), kernel loading, faults.
+//! - [`device`](mod@device): context, stream, caching allocator ([`alloc`]), kernel loading, faults.
 //! - [`codegen`]: CUDA C for elementwise register programs, the same ones the CPU runs.
 //! - [`library`]: the fixed kernels (reductions, softmax, index ops, Philox, copies).
 //! - [`nvrtc`]: compilation to PTX, cached in memory and on disk.

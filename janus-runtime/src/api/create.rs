@@ -8,11 +8,55 @@ use crate::{DType, Device, random};
 use janus_kernels::Element;
 use std::sync::Arc;
 
+/// A tensor from a literal list, in `f32` like `torch.tensor`: Rust's float literals are `f64`,
+/// so `Tensor::from_vec(vec![1.0, 2.0], [2])` makes an `f64` tensor, while `tensor![1.0, 2.0]`
+/// makes an `f32` one. Rows of a 2-D tensor must have the same length; each element is
+/// converted with `as f32`. For other dtypes use [`Tensor::from_vec`].
+///
+/// # Examples
+///
+/// ```
+/// use janus_runtime::{DType, tensor};
+/// let v = tensor![1.0, 2.0, 3.0];
+/// assert_eq!((v.dims(), v.dtype()), (&[3][..], DType::F32));
+/// let m = tensor![[1.0, 2.0], [3.0, 4.0]];
+/// assert_eq!(m.dims(), [2, 2]);
+/// assert_eq!(m.to_vec::<f32>(), [1.0, 2.0, 3.0, 4.0]);
+/// ```
+#[macro_export]
+macro_rules! tensor {
+    ($([$($x:expr),* $(,)?]),+ $(,)?) => {
+        $crate::Tensor::__from_rows(::std::vec![$(::std::vec![$(($x) as f32),*]),+])
+    };
+    ($($x:expr),* $(,)?) => {{
+        let values: ::std::vec::Vec<f32> = ::std::vec![$(($x) as f32),*];
+        let n = values.len();
+        $crate::Tensor::from_vec(values, [n])
+    }};
+}
+
 impl Tensor {
     /// A tensor from row-major data (`Vec<f32>`, `Vec<f64>`, `Vec<i64>` or `Vec<bool>`).
     #[track_caller]
+    #[doc(alias = "tensor", alias = "from_numpy")]
     pub fn from_vec<T: Element>(data: Vec<T>, shape: impl Into<Shape>) -> Tensor {
         Tensor::from_vec_on(data, shape, Device::Cpu)
+    }
+
+    /// The rows of [`tensor!`]`[[..], [..]]` as a 2-D `f32` tensor.
+    #[doc(hidden)]
+    #[track_caller]
+    pub fn __from_rows(rows: Vec<Vec<f32>>) -> Tensor {
+        let cols = rows[0].len();
+        if let Some((k, r)) = rows.iter().enumerate().find(|(_, r)| r.len() != cols) {
+            bail!(
+                "tensor!",
+                "row {k} has {} values, row 0 has {cols}: rows must have the same length",
+                r.len()
+            );
+        }
+        let n = rows.len();
+        Tensor::from_vec(rows.concat(), [n, cols])
     }
 
     /// [`from_vec`](Tensor::from_vec) creating the tensor on `device` (PyTorch's

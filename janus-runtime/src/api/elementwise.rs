@@ -222,6 +222,7 @@ impl Tensor {
 
     /// Converts to another dtype (floats truncate toward zero into `i64`; non-zero is `true`).
     #[track_caller]
+    #[doc(alias = "to", alias = "type", alias = "float", alias = "double", alias = "long")]
     pub fn to_dtype(&self, dtype: DType) -> Tensor {
         if self.dtype() == dtype {
             return self.clone();
@@ -232,6 +233,7 @@ impl Tensor {
     /// Moves to `device` (a copy; the same tensor when it is already there). Differentiable:
     /// the gradient moves back. Panics where [`try_to_device`](Tensor::try_to_device) errs.
     #[track_caller]
+    #[doc(alias = "to", alias = "cuda", alias = "cpu")]
     pub fn to_device(&self, device: Device) -> Tensor {
         match self.try_to_device(device) {
             Ok(t) => t,

@@ -19,6 +19,7 @@ impl Tensor {
 
     /// Sum of all elements (rank 0).
     #[track_caller]
+    #[doc(alias = "sum")]
     pub fn sum_all(&self) -> Tensor {
         let all: Vec<usize> = (0..self.rank()).collect();
         apply(Op::Sum(Sum { dims: all.into_iter().collect(), keepdim: false }), &[self])
@@ -26,6 +27,7 @@ impl Tensor {
 
     /// Mean of all elements (rank 0).
     #[track_caller]
+    #[doc(alias = "mean")]
     pub fn mean_all(&self) -> Tensor {
         self.sum_all() * (1.0 / self.numel() as f64)
     }

@@ -10,6 +10,7 @@ impl Tensor {
     /// The same elements in another shape; one dimension may be `-1` (inferred). A view when
     /// the tensor is contiguous, a copy otherwise.
     #[track_caller]
+    #[doc(alias = "view", alias = "view_as")]
     pub fn reshape(&self, spec: impl ReshapeSpec) -> Tensor {
         let spec = spec.to_spec();
         let numel = self.numel();
@@ -39,6 +40,7 @@ impl Tensor {
 
     /// Reorders dimensions: result dimension `i` is dimension `perm[i]` (a view).
     #[track_caller]
+    #[doc(alias = "transpose")]
     pub fn permute(&self, perm: &[usize]) -> Tensor {
         if perm.iter().enumerate().all(|(i, &p)| i == p) && perm.len() == self.rank() {
             return self.clone();
@@ -57,6 +59,7 @@ impl Tensor {
 
     /// The transpose of a 2-D tensor (a view).
     #[track_caller]
+    #[doc(alias = "transpose")]
     pub fn t(&self) -> Tensor {
         if self.rank() != 2 {
             bail!("t", "expected a 2-D tensor, got {:?}; use transpose for other ranks", self.shape());
@@ -97,6 +100,7 @@ impl Tensor {
 
     /// Elements `start..start + len` of dimension `dim` (a view).
     #[track_caller]
+    #[doc(alias = "select", alias = "slice")]
     pub fn narrow(&self, dim: impl Dim, start: usize, len: usize) -> Tensor {
         let dim = self.resolve_dim("narrow", dim, 0);
         if start == 0 && len == self.dims()[dim] {
@@ -137,6 +141,7 @@ impl Tensor {
 
     /// Concatenates tensors along `dim`; all other dimensions and the dtype must agree.
     #[track_caller]
+    #[doc(alias = "concat", alias = "concatenate")]
     pub fn cat(tensors: &[&Tensor], dim: impl Dim) -> Tensor {
         let Some(first) = tensors.first() else { bail!("cat", "needs at least one tensor") };
         let dim = first.resolve_dim("cat", dim, 0);

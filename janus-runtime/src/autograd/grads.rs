@@ -12,6 +12,7 @@ pub struct Grads {
 
 impl Grads {
     /// The gradient of `leaf`, if the loss depends on it.
+    #[doc(alias = "grad")]
     pub fn get(&self, leaf: &Tensor) -> Option<&Tensor> {
         self.leaves.get(&leaf.id())
     }
@@ -95,6 +96,7 @@ impl Grads {
     /// assert_eq!(small.get(&w).unwrap().to_vec::<f32>(), vec![30.0, 30.0]);
     /// ```
     #[track_caller]
+    #[doc(alias = "clip_grad_norm_", alias = "clip_grad_norm")]
     pub fn clip_norm(&self, max_norm: f64) -> (Grads, Tensor) {
         if max_norm.is_nan() || max_norm < 0.0 {
             crate::error::bail!("clip_norm", "max_norm must be a non-negative number, got {max_norm}");

@@ -51,6 +51,18 @@ struct VariantCell(Variant);
 /// Wraps `f` (inputs in, outputs out) so that it runs as a compiled graph, recorded on the first
 /// call with each input signature. `f` must be a function of its inputs: tensors it reaches
 /// otherwise, and host reads, make the recording unusable (it then runs eagerly, correctly).
+///
+/// # Examples
+///
+/// ```
+/// use janus_runtime::{Tensor, trace};
+/// let f = trace(|x: &[Tensor]| vec![(x[0].matmul(&x[1]) + 1.0).relu().sum_all()]);
+/// let (a, b) = (Tensor::randn([4, 3]).requires_grad(), Tensor::randn([3, 2]));
+/// let y = f.run(&[a.clone(), b.clone()]); // recorded and compiled on this first call
+/// let y = f.run(&[a.clone(), b]).into_iter().chain(y).next().unwrap(); // replayed
+/// let grads = y.backward(); // through the compiled backward graph
+/// assert_eq!(grads.get(&a).unwrap().dims(), [4, 3]);
+/// ```
 pub fn trace<F: Fn(&[Tensor]) -> Vec<Tensor>>(f: F) -> Traced<F> {
     Traced { f, name: "trace".into(), variants: Mutex::new(HashMap::new()), last: Mutex::new(None) }
 }

@@ -1,4 +1,17 @@
 //! Layers with PyTorch's parameter layouts and default initialisations.
+//!
+//! # Examples
+//!
+//! ```
+//! use janus_runtime::{Module, Tensor, nn};
+//! let (embed, cell, head) = (nn::Embedding::new(10, 8), nn::LstmCell::new(8, 16), nn::Linear::new(16, 10));
+//! let tokens = Tensor::from_vec(vec![1i64, 4, 7], [3]);
+//! let (h, c) = (Tensor::zeros([3, 16]), Tensor::zeros([3, 16]));
+//! let (h, _c) = cell.forward(&embed.forward(&tokens), (&h, &c));
+//! let logits = head.forward(&h);
+//! assert_eq!(logits.dims(), [3, 10]);
+//! assert_eq!(head.named_tensors().len(), 2); // weight and bias: state_dict()'s names
+//! ```
 
 mod embedding;
 mod gru;

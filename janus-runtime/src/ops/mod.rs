@@ -3,7 +3,7 @@
 //! call and its gradient (VJP). The rules live next to each other in one family module per kind
 //! of op; this file is the index that dispatches to them.
 //!
-//! [`apply`] is the single entry point of every op: it checks and infers the result type,
+//! `apply` is the single entry point of every op: it checks and infers the result type,
 //! computes (when the inputs are concrete), attaches an autograd node when an input needs
 //! gradients, and records a graph node when a trace is active on this thread.
 
@@ -244,7 +244,7 @@ pub struct OneHot {
 }
 
 /// Every primitive op. Composite ops (`mean`, `cross_entropy`, `stack`, ...) are built from
-/// these in [`crate::tensor_ops`].
+/// these by the `Tensor` methods (`src/api/`).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Op {
     /// Constant fill.

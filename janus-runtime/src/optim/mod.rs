@@ -3,6 +3,24 @@
 //! inside a compiled graph without recompiling as they change; only whether an optional term
 //! (momentum, weight decay) is used is a constant. Optimisers are modules, so they are
 //! checkpointed with [`save`](crate::save) and restored exactly with [`load`](crate::load).
+//!
+//! # Examples
+//!
+//! ```
+//! use janus_runtime::optim::{self, Optimizer};
+//! use janus_runtime::{Tensor, nn};
+//! let mut net = nn::Linear::new(3, 1);
+//! let mut opt = optim::Adam::new(0.05);
+//! let (x, y) = (Tensor::randn([16, 3]), Tensor::randn([16, 1]));
+//! let loss = |net: &nn::Linear| (net.forward(&x) - &y).square().mean_all().item();
+//! let before = loss(&net);
+//! for _ in 0..50 {
+//!     let grads = (net.forward(&x) - &y).square().mean_all().backward();
+//!     opt.step(&mut net, &grads); // optimizer.step(); no zero_grad() needed
+//! }
+//! assert!(loss(&net) < before);
+//! opt.set_lr(0.01); // a graph input inside #[janus] code: no recompile
+//! ```
 
 mod adam;
 pub mod lr_scheduler;

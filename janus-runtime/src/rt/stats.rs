@@ -374,7 +374,19 @@ fn by_kind(m: &BTreeMap<EagerKind, u64>) -> String {
 
 /// A profiler-style table of every fragment: calls, replays, recordings, checks, compile time,
 /// compiled variants, executed ops (staged and eager) and why it ran eagerly when it did; then
-/// the staging coverage.
+/// the staging coverage. Rows are sorted by function: the whole function (`name#fn`, with a
+/// line per key: its path, its graph or why it is not speculated), then its blocks in order.
+///
+/// # Examples
+///
+/// ```
+/// // Before any #[janus] function ran: only the header and the coverage lines.
+/// let table = janus_runtime::explain();
+/// assert!(table.starts_with("fragment"));
+/// assert!(table.contains("coverage"));
+/// let stats = janus_runtime::stats(); // the same as fields
+/// assert!(stats.fragments.is_empty());
+/// ```
 pub fn explain() -> String {
     let s = stats();
     let mut out = String::new();
