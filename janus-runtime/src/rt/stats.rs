@@ -336,9 +336,11 @@ pub fn stats() -> Stats {
     coverage::flush_outside();
     Stats {
         fragments: {
-            // By function, the whole function first, then its blocks in order.
+            // By function: the whole function first, then its blocks in source order.
             let mut all = fragments();
-            all.sort_by_key(|f| (f.site().function, !f.site().speculative, f.site().index, f.site().file));
+            all.sort_by_key(|f| {
+                (f.site().function, !f.site().speculative, f.site().file, f.site().line, f.site().index)
+            });
             all.into_iter().map(Fragment::snapshot).collect()
         },
         outside_ops: coverage::outside(),
