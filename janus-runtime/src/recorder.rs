@@ -36,7 +36,7 @@ pub(crate) trait Recorder: Sync {
     /// A host statement at `line` of a `#[janus]` function ran.
     fn host_statement(&self, line: u32);
     /// A host decision of a `#[janus]` function was taken.
-    fn decision(&self, d: crate::trace::Decision);
+    fn decision(&self, d: Decision);
 }
 
 thread_local! {
@@ -118,8 +118,20 @@ pub(crate) fn host_statement(line: u32) {
 
 /// See [`Recorder::decision`].
 #[inline]
-pub(crate) fn decision(d: crate::trace::Decision) {
+pub(crate) fn decision(d: Decision) {
     if let Some(r) = active() {
         r.decision(d);
     }
+}
+
+/// One host decision of a whole-function recording: its site (numbered by the macro), the
+/// source line, and the way it went.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Decision {
+    /// The decision's number in its function.
+    pub site: u32,
+    /// Its line in the source.
+    pub line: u32,
+    /// Whether the branch was taken (a loop trip or a `match` arm reports `true`).
+    pub taken: bool,
 }

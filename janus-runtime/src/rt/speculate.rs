@@ -46,7 +46,7 @@ pub fn host_statement(line: u32) {
 #[doc(hidden)]
 #[inline]
 pub fn branch(site: u32, line: u32, taken: bool) -> bool {
-    crate::recorder::decision(crate::trace::Decision { site, line, taken });
+    crate::recorder::decision(crate::recorder::Decision { site, line, taken });
     taken
 }
 

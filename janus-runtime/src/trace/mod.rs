@@ -428,17 +428,7 @@ pub(crate) struct Finished {
     pub(crate) path: Vec<Decision>,
 }
 
-/// One host decision of a whole-function recording: its site (numbered by the macro), the
-/// source line, and the way it went.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Decision {
-    /// The decision's number in its function.
-    pub site: u32,
-    /// Its line in the source.
-    pub line: u32,
-    /// Whether the branch was taken (a loop trip or a `match` arm reports `true`).
-    pub taken: bool,
-}
+pub use crate::recorder::Decision;
 
 /// An active recording on this thread; ends with [`finish`](RecordingGuard::finish), or is
 /// discarded when dropped (e.g. while a panic unwinds), leaving the runtime consistent.
