@@ -220,6 +220,16 @@ fn op_backward(op: &Op, inputs: &[Tensor], output: &Tensor, g: &Tensor) -> Vec<O
     op.vjp(inputs, output, g).into_iter().map(|x| x.map(GradPart::Dense)).collect()
 }
 
+/// The input gradients of `node` from its outputs' summed cotangents; `None` when a
+/// single-output op received none.
+fn node_backward(node: &GradNode, sums: Vec<GradSum>) -> Option<Vec<Option<GradPart>>> {
+    let outs: Vec<Option<Tensor>> = sums.into_iter().map(GradSum::finish).collect();
+    Some(match &node.backward {
+        NodeBackward::Op { op, output } => op_backward(op, &node.inputs, output, outs[0].as_ref()?),
+        NodeBackward::Custom(c) => c.backward(&node.inputs, &outs),
+    })
+}
+
 fn run_backward(root: &Tensor, seed: Tensor) -> Grads {
     let mut leaves: HashMap<u64, GradSum> = HashMap::new();
     let (root_node, root_index) = match &root.0.grad {
@@ -239,14 +249,7 @@ fn run_backward(root: &Tensor, seed: Tensor) -> Grads {
     pending.insert(root_node.id, root_grads);
     for node in order.iter().rev() {
         let Some(sums) = pending.remove(&node.id) else { continue };
-        let outs: Vec<Option<Tensor>> = sums.into_iter().map(GradSum::finish).collect();
-        let input_grads = match &node.backward {
-            NodeBackward::Op { op, output } => match &outs[0] {
-                Some(g) => op_backward(op, &node.inputs, output, g),
-                None => continue,
-            },
-            NodeBackward::Custom(c) => c.backward(&node.inputs, &outs),
-        };
+        let Some(input_grads) = node_backward(node, sums) else { continue };
         for (input, g) in node.inputs.iter().zip(input_grads) {
             let Some(g) = g else { continue };
             match &input.0.grad {
@@ -319,14 +322,7 @@ pub(crate) fn vjp_at(roots: &[(&Tensor, Tensor)], targets: &[Tensor]) -> Vec<Opt
     }
     for node in order.iter().rev() {
         let Some(sums) = pending.remove(&node.id) else { continue };
-        let outs: Vec<Option<Tensor>> = sums.into_iter().map(GradSum::finish).collect();
-        let input_grads = match &node.backward {
-            NodeBackward::Op { op, output } => match &outs[0] {
-                Some(g) => op_backward(op, &node.inputs, output, g),
-                None => continue,
-            },
-            NodeBackward::Custom(c) => c.backward(&node.inputs, &outs),
-        };
+        let Some(input_grads) = node_backward(node, sums) else { continue };
         for (input, g) in node.inputs.iter().zip(input_grads) {
             if let Some(g) = g {
                 deliver(input, g, &mut pending);
