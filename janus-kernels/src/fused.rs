@@ -6,6 +6,7 @@
 //! Registers hold the group's float type; boolean values live in registers as 0 or 1.
 
 use crate::dtype::Float;
+use crate::elementwise::{BinaryOp, CmpOp, UnaryOp};
 use crate::simd_math::with_best_simd;
 use crate::strided::{Src, StridedReader};
 use rayon::prelude::*;
@@ -18,33 +19,12 @@ pub const TILE: usize = 512;
 /// A register index.
 pub type Reg = u16;
 
-/// Unary functions.
+/// Unary functions of a fused program: the op vocabulary's [`UnaryOp`]s, and the forms that
+/// only fused programs need (constant exponents, clamps, the float side of casts).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum FUnary {
-    /// `-x`
-    Neg,
-    /// `e^x`
-    Exp,
-    /// `ln x`
-    Log,
-    /// `sqrt x`
-    Sqrt,
-    /// `|x|`
-    Abs,
-    /// `tanh x`
-    Tanh,
-    /// `1 / (1 + e^-x)`
-    Sigmoid,
-    /// `max(x, 0)` (NaN stays NaN)
-    Relu,
-    /// `x * x`
-    Square,
-    /// `1 / x`
-    Recip,
-    /// `-1`, `0`, `1`
-    Sign,
-    /// logical not of 0/1
-    Not,
+    /// An elementwise function of the op table.
+    Op(UnaryOp),
     /// `x^p`, `p` by its `f64` bits
     Powf(u64),
     /// clamp into `[lo, hi]`, by `f64` bits
@@ -53,74 +33,18 @@ pub enum FUnary {
     Trunc,
     /// `x != 0` as 0/1 (a cast to bool).
     NonZero,
-    /// `sin x`
-    Sin,
-    /// `cos x`
-    Cos,
-    /// `tan x`
-    Tan,
-    /// `2^x`
-    Exp2,
-    /// `log2 x`
-    Log2,
-    /// `ln(1 + x)`
-    Log1p,
-    /// `e^x - 1`
-    Expm1,
-    /// The error function.
-    Erf,
-    /// `x * Phi(x)`, the exact (erf) form, as PyTorch's default `gelu`.
-    Gelu,
-    /// `x * sigmoid(x)`
-    Silu,
-    /// `ln(1 + e^x)`, or `x` above 20 (PyTorch's default threshold).
-    Softplus,
-    /// Round toward -inf.
-    Floor,
-    /// Round toward +inf.
-    Ceil,
-    /// Round to nearest, ties to even (`torch.round`).
-    Round,
-    /// `1 / sqrt x`
-    Rsqrt,
 }
 
 /// Above this, `softplus(x)` is `x` (PyTorch's default `threshold`).
 pub const SOFTPLUS_THRESHOLD: f64 = 20.0;
 
-/// Binary functions; comparisons and logic produce 0/1.
+/// Binary functions of a fused program; comparisons and logic produce 0/1.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum FBinary {
-    /// `a + b`
-    Add,
-    /// `a - b`
-    Sub,
-    /// `a * b`
-    Mul,
-    /// `a / b`
-    Div,
-    /// NaN-propagating maximum
-    Max,
-    /// NaN-propagating minimum
-    Min,
-    /// logical and of 0/1
-    And,
-    /// logical or of 0/1
-    Or,
-    /// `a > b`
-    Gt,
-    /// `a >= b`
-    Ge,
-    /// `a < b`
-    Lt,
-    /// `a <= b`
-    Le,
-    /// `a == b`
-    Eq,
-    /// `a != b`
-    Ne,
-    /// `atan2(a, b)`, the angle of the point `(b, a)`.
-    Atan2,
+    /// Broadcasting arithmetic or logic.
+    Op(BinaryOp),
+    /// A comparison.
+    Cmp(CmpOp),
 }
 
 /// One instruction writing register `dst` (never one of its own operands).
@@ -348,23 +272,23 @@ fn bit<T: Float>(b: bool) -> T {
 #[inline(always)]
 pub fn unary<T: Float>(f: FUnary, x: T) -> T {
     match f {
-        FUnary::Neg => -x,
-        FUnary::Exp => x.fast_exp(),
-        FUnary::Log => x.fast_ln(),
-        FUnary::Sqrt => x.sqrt(),
-        FUnary::Abs => x.abs(),
-        FUnary::Tanh => x.fast_tanh(),
-        FUnary::Sigmoid => x.fast_sigmoid(),
-        FUnary::Relu => {
+        FUnary::Op(UnaryOp::Neg) => -x,
+        FUnary::Op(UnaryOp::Exp) => x.fast_exp(),
+        FUnary::Op(UnaryOp::Log) => x.fast_ln(),
+        FUnary::Op(UnaryOp::Sqrt) => x.sqrt(),
+        FUnary::Op(UnaryOp::Abs) => x.abs(),
+        FUnary::Op(UnaryOp::Tanh) => x.fast_tanh(),
+        FUnary::Op(UnaryOp::Sigmoid) => x.fast_sigmoid(),
+        FUnary::Op(UnaryOp::Relu) => {
             if x < T::ZERO {
                 T::ZERO
             } else {
                 x
             }
         }
-        FUnary::Square => x * x,
-        FUnary::Recip => T::ONE / x,
-        FUnary::Sign => {
+        FUnary::Op(UnaryOp::Square) => x * x,
+        FUnary::Op(UnaryOp::Recip) => T::ONE / x,
+        FUnary::Op(UnaryOp::Sign) => {
             if x > T::ZERO {
                 T::ONE
             } else if x < T::ZERO {
@@ -373,7 +297,7 @@ pub fn unary<T: Float>(f: FUnary, x: T) -> T {
                 x
             }
         }
-        FUnary::Not => bit(x == T::ZERO),
+        FUnary::Op(UnaryOp::Not) => bit(x == T::ZERO),
         FUnary::Powf(p) => x.powf(T::from_f64(f64::from_bits(p))),
         FUnary::Clamp(lo, hi) => {
             let (lo, hi) = (T::from_f64(f64::from_bits(lo)), T::from_f64(f64::from_bits(hi)));
@@ -387,31 +311,31 @@ pub fn unary<T: Float>(f: FUnary, x: T) -> T {
         }
         FUnary::Trunc => T::from_f64(x.to_f64().trunc()),
         FUnary::NonZero => bit(x != T::ZERO),
-        FUnary::Sin => x.sin(),
-        FUnary::Cos => x.cos(),
-        FUnary::Tan => x.tan(),
-        FUnary::Exp2 => x.exp2(),
-        FUnary::Log2 => x.log2(),
-        FUnary::Log1p => x.ln_1p(),
-        FUnary::Expm1 => x.exp_m1(),
-        FUnary::Erf => x.erf(),
+        FUnary::Op(UnaryOp::Sin) => x.sin(),
+        FUnary::Op(UnaryOp::Cos) => x.cos(),
+        FUnary::Op(UnaryOp::Tan) => x.tan(),
+        FUnary::Op(UnaryOp::Exp2) => x.exp2(),
+        FUnary::Op(UnaryOp::Log2) => x.log2(),
+        FUnary::Op(UnaryOp::Log1p) => x.ln_1p(),
+        FUnary::Op(UnaryOp::Expm1) => x.exp_m1(),
+        FUnary::Op(UnaryOp::Erf) => x.erf(),
         // The CUDA code generator writes these with the same operations in the same order.
-        FUnary::Gelu => {
+        FUnary::Op(UnaryOp::Gelu) => {
             let half = T::from_f64(0.5);
             x * half * (T::ONE + (x * T::from_f64(std::f64::consts::FRAC_1_SQRT_2)).erf())
         }
-        FUnary::Silu => x * x.fast_sigmoid(),
-        FUnary::Softplus => {
+        FUnary::Op(UnaryOp::Silu) => x * x.fast_sigmoid(),
+        FUnary::Op(UnaryOp::Softplus) => {
             if x > T::from_f64(SOFTPLUS_THRESHOLD) {
                 x
             } else {
                 x.fast_exp().ln_1p()
             }
         }
-        FUnary::Floor => x.floor(),
-        FUnary::Ceil => x.ceil(),
-        FUnary::Round => x.round_ties_even(),
-        FUnary::Rsqrt => T::ONE / x.sqrt(),
+        FUnary::Op(UnaryOp::Floor) => x.floor(),
+        FUnary::Op(UnaryOp::Ceil) => x.ceil(),
+        FUnary::Op(UnaryOp::Round) => x.round_ties_even(),
+        FUnary::Op(UnaryOp::Rsqrt) => T::ONE / x.sqrt(),
     }
 }
 
@@ -420,21 +344,21 @@ pub fn unary<T: Float>(f: FUnary, x: T) -> T {
 #[inline(always)]
 pub fn binary<T: Float>(f: FBinary, a: T, b: T) -> T {
     match f {
-        FBinary::Add => a + b,
-        FBinary::Sub => a - b,
-        FBinary::Mul => a * b,
-        FBinary::Div => a / b,
-        FBinary::Max => a.max_nan(b),
-        FBinary::Min => a.min_nan(b),
-        FBinary::And => bit(a != T::ZERO && b != T::ZERO),
-        FBinary::Or => bit(a != T::ZERO || b != T::ZERO),
-        FBinary::Gt => bit(a > b),
-        FBinary::Ge => bit(a >= b),
-        FBinary::Lt => bit(a < b),
-        FBinary::Le => bit(a <= b),
-        FBinary::Eq => bit(a == b),
-        FBinary::Ne => bit(a != b),
-        FBinary::Atan2 => a.atan2(b),
+        FBinary::Op(BinaryOp::Add) => a + b,
+        FBinary::Op(BinaryOp::Sub) => a - b,
+        FBinary::Op(BinaryOp::Mul) => a * b,
+        FBinary::Op(BinaryOp::Div) => a / b,
+        FBinary::Op(BinaryOp::Maximum) => a.max_nan(b),
+        FBinary::Op(BinaryOp::Minimum) => a.min_nan(b),
+        FBinary::Op(BinaryOp::And) => bit(a != T::ZERO && b != T::ZERO),
+        FBinary::Op(BinaryOp::Or) => bit(a != T::ZERO || b != T::ZERO),
+        FBinary::Cmp(CmpOp::Gt) => bit(a > b),
+        FBinary::Cmp(CmpOp::Ge) => bit(a >= b),
+        FBinary::Cmp(CmpOp::Lt) => bit(a < b),
+        FBinary::Cmp(CmpOp::Le) => bit(a <= b),
+        FBinary::Cmp(CmpOp::Eq) => bit(a == b),
+        FBinary::Cmp(CmpOp::Ne) => bit(a != b),
+        FBinary::Op(BinaryOp::Atan2) => a.atan2(b),
     }
 }
 
@@ -458,17 +382,17 @@ fn map2<T: Copy>(out: &mut [T], x: &[T], y: &[T], f: impl Fn(T, T) -> T) {
 #[inline(always)]
 fn each_unary<T: Float>(f: FUnary, out: &mut [T], x: &[T]) {
     match f {
-        FUnary::Neg => map1(out, x, |v| -v),
-        FUnary::Exp => map1(out, x, T::fast_exp),
-        FUnary::Log => map1(out, x, T::fast_ln),
-        FUnary::Sqrt => map1(out, x, T::sqrt),
-        FUnary::Abs => map1(out, x, T::abs),
-        FUnary::Tanh => map1(out, x, T::fast_tanh),
-        FUnary::Sigmoid => map1(out, x, T::fast_sigmoid),
-        FUnary::Relu => map1(out, x, |v| if v < T::ZERO { T::ZERO } else { v }),
-        FUnary::Square => map1(out, x, |v| v * v),
-        FUnary::Recip => map1(out, x, |v| T::ONE / v),
-        FUnary::Not => map1(out, x, |v| bit(v == T::ZERO)),
+        FUnary::Op(UnaryOp::Neg) => map1(out, x, |v| -v),
+        FUnary::Op(UnaryOp::Exp) => map1(out, x, T::fast_exp),
+        FUnary::Op(UnaryOp::Log) => map1(out, x, T::fast_ln),
+        FUnary::Op(UnaryOp::Sqrt) => map1(out, x, T::sqrt),
+        FUnary::Op(UnaryOp::Abs) => map1(out, x, T::abs),
+        FUnary::Op(UnaryOp::Tanh) => map1(out, x, T::fast_tanh),
+        FUnary::Op(UnaryOp::Sigmoid) => map1(out, x, T::fast_sigmoid),
+        FUnary::Op(UnaryOp::Relu) => map1(out, x, |v| if v < T::ZERO { T::ZERO } else { v }),
+        FUnary::Op(UnaryOp::Square) => map1(out, x, |v| v * v),
+        FUnary::Op(UnaryOp::Recip) => map1(out, x, |v| T::ONE / v),
+        FUnary::Op(UnaryOp::Not) => map1(out, x, |v| bit(v == T::ZERO)),
         FUnary::NonZero => map1(out, x, |v| bit(v != T::ZERO)),
         f => map1(out, x, |v| unary(f, v)),
     }
@@ -478,17 +402,17 @@ fn each_unary<T: Float>(f: FUnary, out: &mut [T], x: &[T]) {
 #[inline(always)]
 fn each_binary<T: Float>(f: FBinary, out: &mut [T], x: &[T], y: &[T]) {
     match f {
-        FBinary::Add => map2(out, x, y, |a, b| a + b),
-        FBinary::Sub => map2(out, x, y, |a, b| a - b),
-        FBinary::Mul => map2(out, x, y, |a, b| a * b),
-        FBinary::Div => map2(out, x, y, |a, b| a / b),
-        FBinary::Max => map2(out, x, y, T::max_nan),
-        FBinary::Min => map2(out, x, y, T::min_nan),
-        FBinary::Gt => map2(out, x, y, |a, b| bit(a > b)),
-        FBinary::Lt => map2(out, x, y, |a, b| bit(a < b)),
-        FBinary::Ge => map2(out, x, y, |a, b| bit(a >= b)),
-        FBinary::Le => map2(out, x, y, |a, b| bit(a <= b)),
-        FBinary::Eq => map2(out, x, y, |a, b| bit(a == b)),
+        FBinary::Op(BinaryOp::Add) => map2(out, x, y, |a, b| a + b),
+        FBinary::Op(BinaryOp::Sub) => map2(out, x, y, |a, b| a - b),
+        FBinary::Op(BinaryOp::Mul) => map2(out, x, y, |a, b| a * b),
+        FBinary::Op(BinaryOp::Div) => map2(out, x, y, |a, b| a / b),
+        FBinary::Op(BinaryOp::Maximum) => map2(out, x, y, T::max_nan),
+        FBinary::Op(BinaryOp::Minimum) => map2(out, x, y, T::min_nan),
+        FBinary::Cmp(CmpOp::Gt) => map2(out, x, y, |a, b| bit(a > b)),
+        FBinary::Cmp(CmpOp::Lt) => map2(out, x, y, |a, b| bit(a < b)),
+        FBinary::Cmp(CmpOp::Ge) => map2(out, x, y, |a, b| bit(a >= b)),
+        FBinary::Cmp(CmpOp::Le) => map2(out, x, y, |a, b| bit(a <= b)),
+        FBinary::Cmp(CmpOp::Eq) => map2(out, x, y, |a, b| bit(a == b)),
         f => map2(out, x, y, |a, b| binary(f, a, b)),
     }
 }
@@ -497,18 +421,18 @@ fn each_binary<T: Float>(f: FBinary, out: &mut [T], x: &[T], y: &[T]) {
 #[inline(always)]
 fn each_binary_const<T: Float>(f: FBinary, out: &mut [T], x: &[T], c: T, const_left: bool) {
     match (f, const_left) {
-        (FBinary::Add, _) => map1(out, x, |v| v + c),
-        (FBinary::Mul, _) => map1(out, x, |v| v * c),
-        (FBinary::Sub, false) => map1(out, x, |v| v - c),
-        (FBinary::Sub, true) => map1(out, x, |v| c - v),
-        (FBinary::Div, false) => map1(out, x, |v| v / c),
-        (FBinary::Div, true) => map1(out, x, |v| c / v),
-        (FBinary::Max, false) => map1(out, x, |v| v.max_nan(c)),
-        (FBinary::Max, true) => map1(out, x, |v| c.max_nan(v)),
-        (FBinary::Min, false) => map1(out, x, |v| v.min_nan(c)),
-        (FBinary::Min, true) => map1(out, x, |v| c.min_nan(v)),
-        (FBinary::Gt, false) => map1(out, x, |v| bit(v > c)),
-        (FBinary::Lt, false) => map1(out, x, |v| bit(v < c)),
+        (FBinary::Op(BinaryOp::Add), _) => map1(out, x, |v| v + c),
+        (FBinary::Op(BinaryOp::Mul), _) => map1(out, x, |v| v * c),
+        (FBinary::Op(BinaryOp::Sub), false) => map1(out, x, |v| v - c),
+        (FBinary::Op(BinaryOp::Sub), true) => map1(out, x, |v| c - v),
+        (FBinary::Op(BinaryOp::Div), false) => map1(out, x, |v| v / c),
+        (FBinary::Op(BinaryOp::Div), true) => map1(out, x, |v| c / v),
+        (FBinary::Op(BinaryOp::Maximum), false) => map1(out, x, |v| v.max_nan(c)),
+        (FBinary::Op(BinaryOp::Maximum), true) => map1(out, x, |v| c.max_nan(v)),
+        (FBinary::Op(BinaryOp::Minimum), false) => map1(out, x, |v| v.min_nan(c)),
+        (FBinary::Op(BinaryOp::Minimum), true) => map1(out, x, |v| c.min_nan(v)),
+        (FBinary::Cmp(CmpOp::Gt), false) => map1(out, x, |v| bit(v > c)),
+        (FBinary::Cmp(CmpOp::Lt), false) => map1(out, x, |v| bit(v < c)),
         (f, false) => map1(out, x, |v| binary(f, v, c)),
         (f, true) => map1(out, x, |v| binary(f, c, v)),
     }
@@ -572,11 +496,23 @@ mod tests {
             instrs: vec![
                 Instr::Load { dst: 0, input: 0 },
                 Instr::Load { dst: 1, input: 1 },
-                Instr::BinaryConst { dst: 2, f: FBinary::Mul, a: 0, c: 2f64.to_bits(), const_left: false },
-                Instr::Binary { dst: 3, f: FBinary::Add, a: 2, b: 1 },
-                Instr::Unary { dst: 4, f: FUnary::Sigmoid, a: 3 },
-                Instr::BinaryConst { dst: 5, f: FBinary::Gt, a: 0, c: 0, const_left: false },
-                Instr::BinaryConst { dst: 6, f: FBinary::Mul, a: 0, c: 0.5f64.to_bits(), const_left: true },
+                Instr::BinaryConst {
+                    dst: 2,
+                    f: FBinary::Op(BinaryOp::Mul),
+                    a: 0,
+                    c: 2f64.to_bits(),
+                    const_left: false,
+                },
+                Instr::Binary { dst: 3, f: FBinary::Op(BinaryOp::Add), a: 2, b: 1 },
+                Instr::Unary { dst: 4, f: FUnary::Op(UnaryOp::Sigmoid), a: 3 },
+                Instr::BinaryConst { dst: 5, f: FBinary::Cmp(CmpOp::Gt), a: 0, c: 0, const_left: false },
+                Instr::BinaryConst {
+                    dst: 6,
+                    f: FBinary::Op(BinaryOp::Mul),
+                    a: 0,
+                    c: 0.5f64.to_bits(),
+                    const_left: true,
+                },
                 Instr::Select { dst: 7, c: 5, a: 0, b: 6 },
             ],
             num_regs: 8,
@@ -610,7 +546,13 @@ mod tests {
         let prog = Program {
             instrs: vec![
                 Instr::Load { dst: 0, input: 0 },
-                Instr::BinaryConst { dst: 1, f: FBinary::Sub, a: 0, c: 1f64.to_bits(), const_left: true },
+                Instr::BinaryConst {
+                    dst: 1,
+                    f: FBinary::Op(BinaryOp::Sub),
+                    a: 0,
+                    c: 1f64.to_bits(),
+                    const_left: true,
+                },
             ],
             num_regs: 2,
             outputs: vec![1],

@@ -14,6 +14,7 @@
 pub mod buffer;
 pub mod cuda;
 pub mod dtype;
+pub mod elementwise;
 pub mod fused;
 pub mod index;
 pub mod matmul;
@@ -25,3 +26,4 @@ pub mod strided;
 
 pub use buffer::CpuBuffer;
 pub use dtype::{DType, Element, Float};
+pub use elementwise::{BinaryOp, CmpOp, UnaryOp};

@@ -7,6 +7,7 @@ use janus_kernels::cuda::codegen::{Access, Baked, EwSpec};
 use janus_kernels::cuda::library::{Kernel, SOURCE};
 use janus_kernels::cuda::{libs, nvrtc};
 use janus_kernels::fused::{FBinary, FUnary, Instr, Program};
+use janus_kernels::{BinaryOp, CmpOp, UnaryOp};
 
 const ARCH: &str = "sm_90";
 
@@ -68,9 +69,15 @@ fn nvrtc_compiles_generated_elementwise_kernels() {
             Instr::Load { dst: 0, input: 0 },
             Instr::Load { dst: 1, input: 1 },
             Instr::Load { dst: 2, input: 2 },
-            Instr::Binary { dst: 3, f: FBinary::Mul, a: 0, b: 1 },
-            Instr::Unary { dst: 4, f: FUnary::Sigmoid, a: 3 },
-            Instr::BinaryConst { dst: 5, f: FBinary::Gt, a: 4, c: 0.5f64.to_bits(), const_left: false },
+            Instr::Binary { dst: 3, f: FBinary::Op(BinaryOp::Mul), a: 0, b: 1 },
+            Instr::Unary { dst: 4, f: FUnary::Op(UnaryOp::Sigmoid), a: 3 },
+            Instr::BinaryConst {
+                dst: 5,
+                f: FBinary::Cmp(CmpOp::Gt),
+                a: 4,
+                c: 0.5f64.to_bits(),
+                const_left: false,
+            },
             Instr::Select { dst: 6, c: 5, a: 4, b: 2 },
             Instr::Unary { dst: 7, f: FUnary::Powf(2.5f64.to_bits()), a: 6 },
         ],
@@ -109,11 +116,11 @@ fn nvrtc_compiles_every_float_function() {
     }
     #[rustfmt::skip]
     let fs = [
-        FUnary::Neg, FUnary::Exp, FUnary::Log, FUnary::Sqrt, FUnary::Abs, FUnary::Tanh, FUnary::Sigmoid,
-        FUnary::Relu, FUnary::Square, FUnary::Recip, FUnary::Sign, FUnary::Not, FUnary::Trunc,
-        FUnary::NonZero, FUnary::Sin, FUnary::Cos, FUnary::Tan, FUnary::Exp2, FUnary::Log2,
-        FUnary::Log1p, FUnary::Expm1, FUnary::Erf, FUnary::Gelu, FUnary::Silu, FUnary::Softplus,
-        FUnary::Floor, FUnary::Ceil, FUnary::Round, FUnary::Rsqrt,
+        FUnary::Op(UnaryOp::Neg), FUnary::Op(UnaryOp::Exp), FUnary::Op(UnaryOp::Log), FUnary::Op(UnaryOp::Sqrt), FUnary::Op(UnaryOp::Abs), FUnary::Op(UnaryOp::Tanh), FUnary::Op(UnaryOp::Sigmoid),
+        FUnary::Op(UnaryOp::Relu), FUnary::Op(UnaryOp::Square), FUnary::Op(UnaryOp::Recip), FUnary::Op(UnaryOp::Sign), FUnary::Op(UnaryOp::Not), FUnary::Trunc,
+        FUnary::NonZero, FUnary::Op(UnaryOp::Sin), FUnary::Op(UnaryOp::Cos), FUnary::Op(UnaryOp::Tan), FUnary::Op(UnaryOp::Exp2), FUnary::Op(UnaryOp::Log2),
+        FUnary::Op(UnaryOp::Log1p), FUnary::Op(UnaryOp::Expm1), FUnary::Op(UnaryOp::Erf), FUnary::Op(UnaryOp::Gelu), FUnary::Op(UnaryOp::Silu), FUnary::Op(UnaryOp::Softplus),
+        FUnary::Op(UnaryOp::Floor), FUnary::Op(UnaryOp::Ceil), FUnary::Op(UnaryOp::Round), FUnary::Op(UnaryOp::Rsqrt),
     ];
     // A chain through every function, then atan2 of the chain's end and the input.
     let mut instrs = vec![Instr::Load { dst: 0, input: 0 }];
@@ -121,7 +128,7 @@ fn nvrtc_compiles_every_float_function() {
         instrs.push(Instr::Unary { dst: k as u16 + 1, f, a: k as u16 });
     }
     let last = fs.len() as u16;
-    instrs.push(Instr::Binary { dst: last + 1, f: FBinary::Atan2, a: last, b: 0 });
+    instrs.push(Instr::Binary { dst: last + 1, f: FBinary::Op(BinaryOp::Atan2), a: last, b: 0 });
     let prog = Program { instrs, num_regs: last + 2, outputs: vec![last + 1] };
     for reg in [DType::F32, DType::F64] {
         let spec = EwSpec {

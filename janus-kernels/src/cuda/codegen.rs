@@ -11,6 +11,7 @@
 
 use super::nvrtc::fnv1a;
 use crate::DType;
+use crate::elementwise::{BinaryOp, CmpOp, UnaryOp};
 use crate::fused::{FBinary, FUnary, Instr, Program};
 use std::fmt::Write;
 
@@ -89,12 +90,14 @@ fn unary(f: FUnary, a: &str, reg: DType) -> String {
     if reg == DType::I64 || reg == DType::Bool {
         let neg = format!("(long long)(0ull - (unsigned long long){a})");
         return match f {
-            FUnary::Neg => neg,
-            FUnary::Abs => format!("({a} < 0 ? {neg} : {a})"),
-            FUnary::Square => format!("(long long)((unsigned long long){a} * (unsigned long long){a})"),
-            FUnary::Sign => format!("({a} > 0 ? 1ll : ({a} < 0 ? -1ll : 0ll))"),
-            FUnary::Relu => format!("({a} < 0 ? 0ll : {a})"),
-            FUnary::Not => format!("({a} == 0 ? 1ll : 0ll)"),
+            FUnary::Op(UnaryOp::Neg) => neg,
+            FUnary::Op(UnaryOp::Abs) => format!("({a} < 0 ? {neg} : {a})"),
+            FUnary::Op(UnaryOp::Square) => {
+                format!("(long long)((unsigned long long){a} * (unsigned long long){a})")
+            }
+            FUnary::Op(UnaryOp::Sign) => format!("({a} > 0 ? 1ll : ({a} < 0 ? -1ll : 0ll))"),
+            FUnary::Op(UnaryOp::Relu) => format!("({a} < 0 ? 0ll : {a})"),
+            FUnary::Op(UnaryOp::Not) => format!("({a} == 0 ? 1ll : 0ll)"),
             FUnary::NonZero => format!("({a} != 0 ? 1ll : 0ll)"),
             FUnary::Trunc => a.to_string(),
             FUnary::Clamp(lo, hi) => {
@@ -105,18 +108,18 @@ fn unary(f: FUnary, a: &str, reg: DType) -> String {
         };
     }
     match f {
-        FUnary::Neg => format!("(-{a})"),
-        FUnary::Exp => format!("exp{fl}({a})"),
-        FUnary::Log => format!("log{fl}({a})"),
-        FUnary::Sqrt => format!("sqrt{fl}({a})"),
-        FUnary::Abs => format!("fabs{fl}({a})"),
-        FUnary::Tanh => format!("tanh{fl}({a})"),
-        FUnary::Sigmoid => format!("({o} / ({o} + exp{fl}(-{a})))"),
-        FUnary::Relu => format!("({a} < {z} ? {z} : {a})"),
-        FUnary::Square => format!("({a} * {a})"),
-        FUnary::Recip => format!("({o} / {a})"),
-        FUnary::Sign => format!("({a} > {z} ? {o} : ({a} < {z} ? -{o} : {a}))"),
-        FUnary::Not => format!("({a} == {z} ? {o} : {z})"),
+        FUnary::Op(UnaryOp::Neg) => format!("(-{a})"),
+        FUnary::Op(UnaryOp::Exp) => format!("exp{fl}({a})"),
+        FUnary::Op(UnaryOp::Log) => format!("log{fl}({a})"),
+        FUnary::Op(UnaryOp::Sqrt) => format!("sqrt{fl}({a})"),
+        FUnary::Op(UnaryOp::Abs) => format!("fabs{fl}({a})"),
+        FUnary::Op(UnaryOp::Tanh) => format!("tanh{fl}({a})"),
+        FUnary::Op(UnaryOp::Sigmoid) => format!("({o} / ({o} + exp{fl}(-{a})))"),
+        FUnary::Op(UnaryOp::Relu) => format!("({a} < {z} ? {z} : {a})"),
+        FUnary::Op(UnaryOp::Square) => format!("({a} * {a})"),
+        FUnary::Op(UnaryOp::Recip) => format!("({o} / {a})"),
+        FUnary::Op(UnaryOp::Sign) => format!("({a} > {z} ? {o} : ({a} < {z} ? -{o} : {a}))"),
+        FUnary::Op(UnaryOp::Not) => format!("({a} == {z} ? {o} : {z})"),
         FUnary::NonZero => format!("({a} != {z} ? {o} : {z})"),
         FUnary::Trunc => format!("trunc{fl}({a})"),
         FUnary::Powf(p) => format!("pow{fl}({a}, {})", literal(reg, p)),
@@ -124,31 +127,31 @@ fn unary(f: FUnary, a: &str, reg: DType) -> String {
             let (lo, hi) = (literal(reg, lo), literal(reg, hi));
             format!("({a} < {lo} ? {lo} : ({a} > {hi} ? {hi} : {a}))")
         }
-        FUnary::Sin => format!("sin{fl}({a})"),
-        FUnary::Cos => format!("cos{fl}({a})"),
-        FUnary::Tan => format!("tan{fl}({a})"),
-        FUnary::Exp2 => format!("exp2{fl}({a})"),
-        FUnary::Log2 => format!("log2{fl}({a})"),
-        FUnary::Log1p => format!("log1p{fl}({a})"),
-        FUnary::Expm1 => format!("expm1{fl}({a})"),
-        FUnary::Erf => format!("erf{fl}({a})"),
+        FUnary::Op(UnaryOp::Sin) => format!("sin{fl}({a})"),
+        FUnary::Op(UnaryOp::Cos) => format!("cos{fl}({a})"),
+        FUnary::Op(UnaryOp::Tan) => format!("tan{fl}({a})"),
+        FUnary::Op(UnaryOp::Exp2) => format!("exp2{fl}({a})"),
+        FUnary::Op(UnaryOp::Log2) => format!("log2{fl}({a})"),
+        FUnary::Op(UnaryOp::Log1p) => format!("log1p{fl}({a})"),
+        FUnary::Op(UnaryOp::Expm1) => format!("expm1{fl}({a})"),
+        FUnary::Op(UnaryOp::Erf) => format!("erf{fl}({a})"),
         // The same operations, in the same order, as `fused::unary`.
-        FUnary::Gelu => {
+        FUnary::Op(UnaryOp::Gelu) => {
             let (half, k) =
                 (literal(reg, 0.5f64.to_bits()), literal(reg, std::f64::consts::FRAC_1_SQRT_2.to_bits()));
             format!("({a} * {half} * ({o} + erf{fl}({a} * {k})))")
         }
-        FUnary::Silu => format!("({a} * ({o} / ({o} + exp{fl}(-{a}))))"),
-        FUnary::Softplus => {
+        FUnary::Op(UnaryOp::Silu) => format!("({a} * ({o} / ({o} + exp{fl}(-{a}))))"),
+        FUnary::Op(UnaryOp::Softplus) => {
             let t = literal(reg, crate::fused::SOFTPLUS_THRESHOLD.to_bits());
             format!("({a} > {t} ? {a} : log1p{fl}(exp{fl}({a})))")
         }
-        FUnary::Floor => format!("floor{fl}({a})"),
-        FUnary::Ceil => format!("ceil{fl}({a})"),
+        FUnary::Op(UnaryOp::Floor) => format!("floor{fl}({a})"),
+        FUnary::Op(UnaryOp::Ceil) => format!("ceil{fl}({a})"),
         // `rint` rounds ties to even in the default rounding mode, as `round_ties_even`.
-        FUnary::Round => format!("rint{fl}({a})"),
+        FUnary::Op(UnaryOp::Round) => format!("rint{fl}({a})"),
         // Not `rsqrt`, which is approximate: this is what the CPU computes.
-        FUnary::Rsqrt => format!("({o} / sqrt{fl}({a}))"),
+        FUnary::Op(UnaryOp::Rsqrt) => format!("({o} / sqrt{fl}({a}))"),
     }
 }
 
@@ -159,24 +162,24 @@ fn binary(f: FBinary, a: &str, b: &str, reg: DType) -> String {
     let wrap = |op: &str| format!("(long long)((unsigned long long){a} {op} (unsigned long long){b})");
     let pred = |c: String| format!("({c} ? {o} : {z})");
     match f {
-        FBinary::Add if int => wrap("+"),
-        FBinary::Sub if int => wrap("-"),
-        FBinary::Mul if int => wrap("*"),
-        FBinary::Add => format!("({a} + {b})"),
-        FBinary::Sub => format!("({a} - {b})"),
-        FBinary::Mul => format!("({a} * {b})"),
-        FBinary::Div => format!("({a} / {b})"),
-        FBinary::Max => format!("(({a} != {a} || {a} > {b}) ? {a} : {b})"),
-        FBinary::Min => format!("(({a} != {a} || {a} < {b}) ? {a} : {b})"),
-        FBinary::And => pred(format!("({a} != {z} && {b} != {z})")),
-        FBinary::Or => pred(format!("({a} != {z} || {b} != {z})")),
-        FBinary::Gt => pred(format!("{a} > {b}")),
-        FBinary::Ge => pred(format!("{a} >= {b}")),
-        FBinary::Lt => pred(format!("{a} < {b}")),
-        FBinary::Le => pred(format!("{a} <= {b}")),
-        FBinary::Eq => pred(format!("{a} == {b}")),
-        FBinary::Ne => pred(format!("{a} != {b}")),
-        FBinary::Atan2 => {
+        FBinary::Op(BinaryOp::Add) if int => wrap("+"),
+        FBinary::Op(BinaryOp::Sub) if int => wrap("-"),
+        FBinary::Op(BinaryOp::Mul) if int => wrap("*"),
+        FBinary::Op(BinaryOp::Add) => format!("({a} + {b})"),
+        FBinary::Op(BinaryOp::Sub) => format!("({a} - {b})"),
+        FBinary::Op(BinaryOp::Mul) => format!("({a} * {b})"),
+        FBinary::Op(BinaryOp::Div) => format!("({a} / {b})"),
+        FBinary::Op(BinaryOp::Maximum) => format!("(({a} != {a} || {a} > {b}) ? {a} : {b})"),
+        FBinary::Op(BinaryOp::Minimum) => format!("(({a} != {a} || {a} < {b}) ? {a} : {b})"),
+        FBinary::Op(BinaryOp::And) => pred(format!("({a} != {z} && {b} != {z})")),
+        FBinary::Op(BinaryOp::Or) => pred(format!("({a} != {z} || {b} != {z})")),
+        FBinary::Cmp(CmpOp::Gt) => pred(format!("{a} > {b}")),
+        FBinary::Cmp(CmpOp::Ge) => pred(format!("{a} >= {b}")),
+        FBinary::Cmp(CmpOp::Lt) => pred(format!("{a} < {b}")),
+        FBinary::Cmp(CmpOp::Le) => pred(format!("{a} <= {b}")),
+        FBinary::Cmp(CmpOp::Eq) => pred(format!("{a} == {b}")),
+        FBinary::Cmp(CmpOp::Ne) => pred(format!("{a} != {b}")),
+        FBinary::Op(BinaryOp::Atan2) => {
             let fl = if reg == DType::F32 { "f" } else { "" };
             format!("atan2{fl}({a}, {b})")
         }

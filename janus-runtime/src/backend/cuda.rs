@@ -9,7 +9,7 @@
 
 use crate::error::bail;
 use crate::ops::elementwise::broadcast_strides;
-use crate::ops::{BinaryOp, CmpOp, Op, TensorType};
+use crate::ops::{Op, TensorType};
 use crate::shape::{Shape, Strides};
 use crate::tensor::{Data, Storage, Tensor};
 use crate::{DType, Device};
@@ -134,31 +134,6 @@ fn program(instrs: Vec<Instr>, out: u16) -> Program {
     Program { instrs, num_regs, outputs: vec![out] }
 }
 
-fn binary_f(op: BinaryOp) -> FBinary {
-    match op {
-        BinaryOp::Add => FBinary::Add,
-        BinaryOp::Sub => FBinary::Sub,
-        BinaryOp::Mul => FBinary::Mul,
-        BinaryOp::Div => FBinary::Div,
-        BinaryOp::Maximum => FBinary::Max,
-        BinaryOp::Minimum => FBinary::Min,
-        BinaryOp::And => FBinary::And,
-        BinaryOp::Or => FBinary::Or,
-        BinaryOp::Atan2 => FBinary::Atan2,
-    }
-}
-
-fn compare_f(op: CmpOp) -> FBinary {
-    match op {
-        CmpOp::Gt => FBinary::Gt,
-        CmpOp::Ge => FBinary::Ge,
-        CmpOp::Lt => FBinary::Lt,
-        CmpOp::Le => FBinary::Le,
-        CmpOp::Eq => FBinary::Eq,
-        CmpOp::Ne => FBinary::Ne,
-    }
-}
-
 /// Runs a program over `ty.shape` with `x` broadcast to it.
 #[track_caller]
 fn run_program(
@@ -191,7 +166,7 @@ pub(crate) fn ew_program(op: &Op, dtypes: &[DType]) -> Option<(Program, DType)> 
     let load = |k: u16| Instr::Load { dst: k, input: k };
     let two = |f: FBinary| program(vec![load(0), load(1), Instr::Binary { dst: 2, f, a: 0, b: 1 }], 2);
     Some(match op {
-        Op::Unary(u) => (unary_program(FUnary::from(*u)), reg_for(dtypes[0])),
+        Op::Unary(u) => (unary_program(FUnary::Op(*u)), reg_for(dtypes[0])),
         Op::Powf(p) => (unary_program(FUnary::Powf(p.exponent.get().to_bits())), reg_for(dtypes[0])),
         Op::Clamp(p) => {
             (unary_program(FUnary::Clamp(p.min.get().to_bits(), p.max.get().to_bits())), reg_for(dtypes[0]))
@@ -207,8 +182,8 @@ pub(crate) fn ew_program(op: &Op, dtypes: &[DType]) -> Option<(Program, DType)> 
             };
             (program(vec![load(0)], 0), reg)
         }
-        Op::Binary(b) => (two(binary_f(*b)), reg_for(dtypes[0])),
-        Op::Compare(c) => (two(compare_f(*c)), reg_for(dtypes[0])),
+        Op::Binary(b) => (two(FBinary::Op(*b)), reg_for(dtypes[0])),
+        Op::Compare(c) => (two(FBinary::Cmp(*c)), reg_for(dtypes[0])),
         Op::Where => (
             program(vec![load(0), load(1), load(2), Instr::Select { dst: 3, c: 0, a: 1, b: 2 }], 3),
             reg_for(dtypes[1]),

@@ -8,7 +8,7 @@ use super::{PassStats, Rewriter};
 use crate::DType;
 use crate::graph::fused::FusedProgram;
 use crate::graph::{Graph, Node, NodeId, NodeOp};
-use crate::ops::{BinaryOp, CmpOp, Op, TensorType, UnaryOp};
+use crate::ops::{BinaryOp, Op, TensorType, UnaryOp};
 use janus_kernels::fused::{FBinary, FUnary, Instr, Program, Reg};
 use smallvec::SmallVec;
 use std::cmp::Reverse;
@@ -265,7 +265,7 @@ fn scalar_fill(g: &Graph, id: NodeId) -> Option<f64> {
 
 fn unary_fn(op: &Op) -> Option<FUnary> {
     Some(match op {
-        Op::Unary(u) => FUnary::from(*u),
+        Op::Unary(u) => FUnary::Op(*u),
         Op::Powf(p) => FUnary::Powf(p.exponent.get().to_bits()),
         Op::Clamp(c) => FUnary::Clamp(c.min.get().to_bits(), c.max.get().to_bits()),
         _ => return None,
@@ -274,25 +274,8 @@ fn unary_fn(op: &Op) -> Option<FUnary> {
 
 fn binary_fn(op: &Op) -> Option<FBinary> {
     Some(match op {
-        Op::Binary(b) => match b {
-            BinaryOp::Add => FBinary::Add,
-            BinaryOp::Sub => FBinary::Sub,
-            BinaryOp::Mul => FBinary::Mul,
-            BinaryOp::Div => FBinary::Div,
-            BinaryOp::Maximum => FBinary::Max,
-            BinaryOp::Minimum => FBinary::Min,
-            BinaryOp::And => FBinary::And,
-            BinaryOp::Or => FBinary::Or,
-            BinaryOp::Atan2 => FBinary::Atan2,
-        },
-        Op::Compare(c) => match c {
-            CmpOp::Gt => FBinary::Gt,
-            CmpOp::Ge => FBinary::Ge,
-            CmpOp::Lt => FBinary::Lt,
-            CmpOp::Le => FBinary::Le,
-            CmpOp::Eq => FBinary::Eq,
-            CmpOp::Ne => FBinary::Ne,
-        },
+        Op::Binary(b) => FBinary::Op(*b),
+        Op::Compare(c) => FBinary::Cmp(*c),
         _ => return None,
     })
 }

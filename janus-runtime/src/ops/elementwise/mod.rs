@@ -2,6 +2,7 @@
 //! Each op's shape rule and kernel are here, its VJP in [`vjp`].
 
 mod vjp;
+pub use janus_kernels::elementwise::{BinaryOp, CmpOp, UnaryOp};
 pub(crate) use vjp::{binary_vjp, clamp_vjp, powf_vjp, sum_to, unary_vjp, where_vjp};
 
 use super::{Cast, Clamp, Powf, TensorType};
@@ -16,168 +17,6 @@ use janus_kernels::{Element, Float, with_any_type, with_float_type};
 
 /// Transcendental maps cost ~10x a plain add per element, so they go parallel sooner.
 const COSTLY_PAR: usize = PARALLEL_MIN_ELEMS / 4;
-
-/// Elementwise functions of one operand.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum UnaryOp {
-    /// `-x`
-    Neg,
-    /// `e^x`
-    Exp,
-    /// `ln x`
-    Log,
-    /// `sqrt x`
-    Sqrt,
-    /// `|x|`
-    Abs,
-    /// `tanh x`
-    Tanh,
-    /// `1 / (1 + e^-x)`
-    Sigmoid,
-    /// `max(x, 0)`
-    Relu,
-    /// `x^2`
-    Square,
-    /// `1 / x`
-    Recip,
-    /// `-1`, `0` or `1`
-    Sign,
-    /// Logical not of a `bool` tensor.
-    Not,
-    /// `sin x`
-    Sin,
-    /// `cos x`
-    Cos,
-    /// `tan x`
-    Tan,
-    /// `2^x`
-    Exp2,
-    /// `log2 x`
-    Log2,
-    /// `ln(1 + x)`, accurate near zero.
-    Log1p,
-    /// `e^x - 1`, accurate near zero.
-    Expm1,
-    /// The error function.
-    Erf,
-    /// `x * Phi(x)` (exact, erf-based; PyTorch's default `gelu`).
-    Gelu,
-    /// `x * sigmoid(x)`
-    Silu,
-    /// `ln(1 + e^x)`, or `x` above 20.
-    Softplus,
-    /// Round toward -inf (zero gradient).
-    Floor,
-    /// Round toward +inf (zero gradient).
-    Ceil,
-    /// Round to nearest, ties to even (zero gradient).
-    Round,
-    /// `1 / sqrt x`
-    Rsqrt,
-}
-
-impl UnaryOp {
-    pub(crate) fn name(self) -> &'static str {
-        match self {
-            UnaryOp::Neg => "neg",
-            UnaryOp::Exp => "exp",
-            UnaryOp::Log => "log",
-            UnaryOp::Sqrt => "sqrt",
-            UnaryOp::Abs => "abs",
-            UnaryOp::Tanh => "tanh",
-            UnaryOp::Sigmoid => "sigmoid",
-            UnaryOp::Relu => "relu",
-            UnaryOp::Square => "square",
-            UnaryOp::Recip => "recip",
-            UnaryOp::Sign => "sign",
-            UnaryOp::Not => "logical_not",
-            UnaryOp::Sin => "sin",
-            UnaryOp::Cos => "cos",
-            UnaryOp::Tan => "tan",
-            UnaryOp::Exp2 => "exp2",
-            UnaryOp::Log2 => "log2",
-            UnaryOp::Log1p => "log1p",
-            UnaryOp::Expm1 => "expm1",
-            UnaryOp::Erf => "erf",
-            UnaryOp::Gelu => "gelu",
-            UnaryOp::Silu => "silu",
-            UnaryOp::Softplus => "softplus",
-            UnaryOp::Floor => "floor",
-            UnaryOp::Ceil => "ceil",
-            UnaryOp::Round => "round",
-            UnaryOp::Rsqrt => "rsqrt",
-        }
-    }
-}
-
-/// Broadcasting binary arithmetic and logic.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum BinaryOp {
-    /// `a + b`
-    Add,
-    /// `a - b`
-    Sub,
-    /// `a * b`
-    Mul,
-    /// `a / b` (floats only)
-    Div,
-    /// Elementwise maximum (NaN propagates).
-    Maximum,
-    /// Elementwise minimum (NaN propagates).
-    Minimum,
-    /// Logical and of `bool` tensors.
-    And,
-    /// Logical or of `bool` tensors.
-    Or,
-    /// `atan2(a, b)`: the angle of the point `(b, a)` (floats only).
-    Atan2,
-}
-
-impl BinaryOp {
-    pub(crate) fn name(self) -> &'static str {
-        match self {
-            BinaryOp::Add => "add",
-            BinaryOp::Sub => "sub",
-            BinaryOp::Mul => "mul",
-            BinaryOp::Div => "div",
-            BinaryOp::Maximum => "maximum",
-            BinaryOp::Minimum => "minimum",
-            BinaryOp::And => "logical_and",
-            BinaryOp::Or => "logical_or",
-            BinaryOp::Atan2 => "atan2",
-        }
-    }
-}
-
-/// Broadcasting comparisons producing `bool`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum CmpOp {
-    /// `a > b`
-    Gt,
-    /// `a >= b`
-    Ge,
-    /// `a < b`
-    Lt,
-    /// `a <= b`
-    Le,
-    /// `a == b`
-    Eq,
-    /// `a != b`
-    Ne,
-}
-
-impl CmpOp {
-    pub(crate) fn name(self) -> &'static str {
-        match self {
-            CmpOp::Gt => "gt",
-            CmpOp::Ge => "ge",
-            CmpOp::Lt => "lt",
-            CmpOp::Le => "le",
-            CmpOp::Eq => "eq",
-            CmpOp::Ne => "ne",
-        }
-    }
-}
 
 // ---- shape rules ----------------------------------------------------------------------------
 
@@ -291,40 +130,6 @@ fn finish<T: Stored>(out: Vec<T>, shape: &Shape) -> Data {
     Data::contiguous(T::wrap(out), shape)
 }
 
-impl From<UnaryOp> for FUnary {
-    fn from(u: UnaryOp) -> FUnary {
-        match u {
-            UnaryOp::Neg => FUnary::Neg,
-            UnaryOp::Exp => FUnary::Exp,
-            UnaryOp::Log => FUnary::Log,
-            UnaryOp::Sqrt => FUnary::Sqrt,
-            UnaryOp::Abs => FUnary::Abs,
-            UnaryOp::Tanh => FUnary::Tanh,
-            UnaryOp::Sigmoid => FUnary::Sigmoid,
-            UnaryOp::Relu => FUnary::Relu,
-            UnaryOp::Square => FUnary::Square,
-            UnaryOp::Recip => FUnary::Recip,
-            UnaryOp::Sign => FUnary::Sign,
-            UnaryOp::Not => FUnary::Not,
-            UnaryOp::Sin => FUnary::Sin,
-            UnaryOp::Cos => FUnary::Cos,
-            UnaryOp::Tan => FUnary::Tan,
-            UnaryOp::Exp2 => FUnary::Exp2,
-            UnaryOp::Log2 => FUnary::Log2,
-            UnaryOp::Log1p => FUnary::Log1p,
-            UnaryOp::Expm1 => FUnary::Expm1,
-            UnaryOp::Erf => FUnary::Erf,
-            UnaryOp::Gelu => FUnary::Gelu,
-            UnaryOp::Silu => FUnary::Silu,
-            UnaryOp::Softplus => FUnary::Softplus,
-            UnaryOp::Floor => FUnary::Floor,
-            UnaryOp::Ceil => FUnary::Ceil,
-            UnaryOp::Round => FUnary::Round,
-            UnaryOp::Rsqrt => FUnary::Rsqrt,
-        }
-    }
-}
-
 /// Float unary ops through [`fused::unary`], one loop per op (a constant function each).
 fn unary_float<T: Float>(u: UnaryOp, x: &Tensor) -> Data {
     let (shape, src) = (x.shape(), x.src::<T>());
@@ -332,7 +137,7 @@ fn unary_float<T: Float>(u: UnaryOp, x: &Tensor) -> Data {
     macro_rules! each {
         ($($op:ident: $par:expr),*) => {
             match u {
-                $(UnaryOp::$op => map1(shape, src, &mut out, $par, |v: T| fused::unary(FUnary::$op, v)),)*
+                $(UnaryOp::$op => map1(shape, src, &mut out, $par, |v: T| fused::unary(FUnary::Op(UnaryOp::$op), v)),)*
                 UnaryOp::Not => unreachable!("rejected by the shape rule"),
             }
         };
@@ -427,9 +232,9 @@ macro_rules! arith {
             BinaryOp::Div => binary_typed::<$T, $T>($a, $b, $ty, |x, y| x / y),
             BinaryOp::Maximum => binary_typed::<$T, $T>($a, $b, $ty, |x: $T, y: $T| x.max_nan(y)),
             BinaryOp::Minimum => binary_typed::<$T, $T>($a, $b, $ty, |x: $T, y: $T| x.min_nan(y)),
-            BinaryOp::Atan2 => {
-                binary_typed::<$T, $T>($a, $b, $ty, |x: $T, y: $T| fused::binary(FBinary::Atan2, x, y))
-            }
+            BinaryOp::Atan2 => binary_typed::<$T, $T>($a, $b, $ty, |x: $T, y: $T| {
+                fused::binary(FBinary::Op(BinaryOp::Atan2), x, y)
+            }),
             BinaryOp::And | BinaryOp::Or => unreachable!("rejected by the shape rule"),
         }
     };
