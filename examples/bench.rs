@@ -2,7 +2,9 @@
 //! eager mode, in janus mode (with and without the sampled self-check) and in check mode,
 //! measured in interleaved repeats (so machine noise hits every mode alike), as medians of
 //! per-iteration times (like `shared/refbench`) and their ratios. Then the self-check's overhead
-//! from counters (checks × mean cost ÷ janus time), and the staging coverage of each workload.
+//! from counters (checks × mean cost ÷ janus time), and the staging coverage of each workload;
+//! the LSTM rows' GEMM throughput as a share of this machine's f32 GEMM peak, measured in the
+//! same run; and (full runs) the dispatch cost of one replay of a tiny block.
 //!
 //! ```text
 //! cargo run --release --example bench              # full run (under a minute)
@@ -26,6 +28,8 @@ mod cli;
 mod lstm_lm;
 #[path = "common/median.rs"]
 mod median;
+#[path = "common/peak.rs"]
+mod peak;
 #[path = "common/tree_rnn.rs"]
 mod tree_rnn;
 
@@ -554,4 +558,36 @@ fn main() {
         "(coverage: ops staged over ops in stageable blocks, janus-mode blocks after the warm-up block; \
          the eager ones are the self-check's)"
     );
+    if rows.iter().any(|r| r.workload == "LSTM LM") {
+        peak_table(&rows);
+    }
+    if args.only.is_none() && !quick {
+        hit_cost();
+    }
+}
+
+/// Each LSTM row's GEMM throughput against the machine's f32 GEMM peak, measured now.
+fn peak_table(rows: &[Row]) {
+    let (t, b, v, h) = (lstm_lm::T, lstm_lm::B, lstm_lm::V, lstm_lm::H);
+    let flops = peak::lstm_step_gemm_flops(t, b, v, h);
+    let threads = rayon::current_num_threads();
+    let peak = peak::gemm_peak_gflops(1024, 10);
+    println!(
+        "\nGEMM throughput of the LSTM step (T={t}, B={b}, V={v}, H={h}: {:.3} GFLOP of products per step, \
+         forward and backward) against this machine's f32 GEMM peak, measured now \
+         (1024x1024x1024, {threads} threads, best of 10): {peak:.1} GFLOP/s",
+        flops / 1e9
+    );
+    println!("| metric | eager, GFLOP/s | eager, % of peak | janus, GFLOP/s | janus, % of peak |");
+    println!("|---|---:|---:|---:|---:|");
+    let rate = |ms: Option<f64>| ms.map(|ms| flops / (ms * 1e-3) / 1e9);
+    let cells = |g: Option<f64>| {
+        g.map_or(["-".to_string(), "-".to_string()], |g| {
+            [format!("{g:.1}"), format!("{:.1}%", 100.0 * g / peak)]
+        })
+    };
+    for r in rows.iter().filter(|r| r.workload == "LSTM LM") {
+        let ([ge, pe], [gj, pj]) = (cells(rate(r.values[0])), cells(rate(r.values[1])));
+        println!("| {} | {ge} | {pe} | {gj} | {pj} |", r.metric.trim_end_matches(", ms"));
+    }
 }
