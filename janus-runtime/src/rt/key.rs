@@ -117,9 +117,11 @@ pub(crate) fn build(
     instance: Instance,
     mode: super::Mode,
 ) -> Key {
-    let mut words = Vec::with_capacity(8 + 2 * inputs.len() + 6 * leaves.len());
+    // The hit path builds a key per call only to look it up: reuse the last one's buffers.
+    let (mut words, mut names) = SPARE.take().map_or_else(Default::default, |k| (k.words, k.names));
+    words.clear();
+    names.clear();
     words.extend([mode as u64, is_grad_enabled() as u64, inputs.len() as u64]);
-    let mut names: Vec<&'static str> = Vec::with_capacity(inputs.len());
     for p in inputs {
         names.push(p.type_name);
         words.push(p.leaves.len() as u64);
@@ -148,9 +150,23 @@ pub(crate) fn build(
     Key { words, names, instance }
 }
 
+thread_local! {
+    /// A key whose buffers the next [`build`] on this thread reuses.
+    static SPARE: std::cell::Cell<Option<Key>> = const { std::cell::Cell::new(None) };
+}
+
+/// Hands a key that was only looked up back to this thread's [`build`], which reuses its
+/// buffers: a hit allocates no key.
+pub(crate) fn recycle(key: Key) {
+    SPARE.set(Some(key));
+}
+
+/// Positions of first occurrences, inline for the leaves of a typical block.
+pub(crate) type Firsts = smallvec::SmallVec<[usize; 16]>;
+
 /// For each leaf, the position of the first leaf that is the same tensor. A linear scan for the
 /// few leaves of a typical block (cheaper than hashing on the hit path), a map beyond that.
-pub(crate) fn first_occurrences(leaves: &[Tensor]) -> Vec<usize> {
+pub(crate) fn first_occurrences(leaves: &[Tensor]) -> Firsts {
     if leaves.len() <= 32 {
         return (0..leaves.len())
             .map(|k| leaves[..k].iter().position(|u| u.id() == leaves[k].id()).unwrap_or(k))

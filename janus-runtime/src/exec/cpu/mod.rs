@@ -11,6 +11,7 @@ pub(crate) mod steps;
 use super::lower::{BufRef, Lowered};
 use crate::tensor::{Data, Tensor};
 use frame::{Arenas, Frame, output_buffer};
+use smallvec::SmallVec;
 use std::sync::{Arc, Mutex};
 
 /// The CPU side of an executor.
@@ -82,7 +83,7 @@ impl CpuPlan {
         let pooled = self.pool.lock().unwrap().pop();
         let (mut arenas, mut scratch) =
             pooled.unwrap_or_else(|| (Arenas::new(l.plan.arena_len), Default::default()));
-        let mut outs: Vec<_> = l.output_bufs.iter().map(|&(d, n)| output_buffer(d, n)).collect();
+        let mut outs: SmallVec<[_; 4]> = l.output_bufs.iter().map(|&(d, n)| output_buffer(d, n)).collect();
         let memos = self.memos(l, &dense);
         {
             let frame = Frame::new(&dense, &l.consts, &memos, &mut arenas, &mut outs);
@@ -98,7 +99,7 @@ impl CpuPlan {
             }
         }
         self.pool.lock().unwrap().push((arenas, scratch));
-        let outs: Vec<Arc<janus_kernels::CpuBuffer>> = outs.into_iter().map(Arc::new).collect();
+        let outs: SmallVec<[Arc<janus_kernels::CpuBuffer>; 4]> = outs.into_iter().map(Arc::new).collect();
         l.outputs
             .iter()
             .map(|&o| {

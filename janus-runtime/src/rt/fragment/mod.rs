@@ -249,7 +249,10 @@ impl Fragment {
         let key = key::build(&inputs, (&leaves, &firsts), instance, mode);
         let fp = key.fingerprint();
         let variant = match self.lookup(st, fp, &key) {
-            Some(v) => v,
+            Some(v) => {
+                key::recycle(key);
+                v
+            }
             None => match self.insert(st, fp, key, &inputs) {
                 Ok(v) => v,
                 Err(why) => return plain(&why, EagerKind::VariantLimit),
