@@ -232,3 +232,30 @@ fn threads_speculate_and_fail_independently_and_match_eager() {
     let s = frag("clipped_step_threads#fn");
     assert!(s.hits > 1000 && s.assert_failures >= 8, "{}", janus::explain());
 }
+
+/// A model with a large table that the function below never reads.
+#[derive(Module, Clone)]
+struct Head {
+    table: Tensor,
+    wo: Tensor,
+    bo: Tensor,
+}
+
+/// Two ops on small values: as cheap eagerly as a replay, whether the body is a block or the
+/// whole function (TreeRNN's `classify`).
+#[janus]
+fn tiny_head(p: &Head, h: &Tensor) -> Tensor {
+    h.matmul(&p.wo) + &p.bo
+}
+
+#[test]
+fn an_unread_large_leaf_does_not_make_a_tiny_function_worth_compiling() {
+    let p = Head { table: Tensor::zeros([512, 64]), wo: Tensor::ones([64, 2]), bo: Tensor::zeros([2]) };
+    let h = Tensor::ones([1, 64]);
+    for _ in 0..8 {
+        assert_eq!(tiny_head(&p, &h).to_vec::<f32>(), vec![64.0, 64.0]);
+    }
+    let whole = frag("tiny_head#fn");
+    assert_eq!(whole.hits, 0, "{}", janus::explain());
+    assert!(whole.eager_runs.contains_key(&EagerKind::TooSmall), "{}", janus::explain());
+}

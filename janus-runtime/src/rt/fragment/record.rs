@@ -106,7 +106,7 @@ impl Fragment {
             .filter(|n| matches!(&n.op, crate::graph::NodeOp::Op(crate::ops::Op::Full(_))))
             .count();
         let ops = op_calls(&rec.graph) as usize - fills;
-        let largest = rec.graph.nodes.iter().map(|n| n.ty.shape.numel()).max().unwrap_or(0);
+        let largest = largest_used(&rec.graph);
         if ops < self.site.min_ops as usize && largest < SMALL_ELEMS {
             let why = format!(
                 "too small to gain from compiling: {ops} op(s) on at most {largest} elements (min_ops = {})",
@@ -158,4 +158,25 @@ impl Fragment {
             }
         }
     }
+}
+
+/// The most elements of any value the recording computes or reads. Inputs nothing reads do not
+/// count: a speculated function's key holds every leaf of a module argument, and a large
+/// embedding table the function never touches must not make two tiny ops look worth a replay.
+fn largest_used(g: &crate::graph::Graph) -> usize {
+    let mut used = vec![false; g.nodes.len()];
+    for n in &g.nodes {
+        for &i in &n.inputs {
+            used[i.0 as usize] = true;
+        }
+    }
+    for &o in &g.outputs {
+        used[o.0 as usize] = true;
+    }
+    let is_input = |n: &crate::graph::Node| matches!(n.op, crate::graph::NodeOp::Input(_));
+    (g.nodes.iter().zip(&used))
+        .filter(|(n, u)| **u || !is_input(n))
+        .map(|(n, _)| n.ty.shape.numel())
+        .max()
+        .unwrap_or(0)
 }
