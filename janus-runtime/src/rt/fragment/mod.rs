@@ -82,6 +82,9 @@ struct State {
     keys: AtomicU64,
     /// Why every call runs the statements (an opaque output, too few ops), once known.
     opaque: OnceLock<(String, EagerKind)>,
+    /// The first instantiation found to take an opaque input, and the reason. Opacity follows
+    /// from the input types, which the instantiation fixes, so later calls of it skip probing.
+    opaque_input: OnceLock<(Instance, String)>,
     counters: Counters,
 }
 
@@ -198,6 +201,7 @@ impl Fragment {
                 variants: RwLock::new(HashMap::default()),
                 keys: AtomicU64::new(0),
                 opaque: OnceLock::new(),
+                opaque_input: OnceLock::new(),
                 counters: Counters::default(),
             }
         })
@@ -239,9 +243,15 @@ impl Fragment {
         if let Some((why, kind)) = st.opaque.get() {
             return plain(why, *kind);
         }
+        if let Some((known, why)) = st.opaque_input.get()
+            && *known == instance
+        {
+            return plain(why, EagerKind::Opaque);
+        }
         let inputs = probes();
         if let Some(p) = inputs.iter().find(|p| p.opaque.is_some()) {
             let why = format!("opaque input `{}`: {}", p.name, p.opaque.unwrap());
+            let _ = st.opaque_input.set((instance, why.clone()));
             return plain(&why, EagerKind::Opaque);
         }
         let leaves = key::gather_leaves(&inputs);
