@@ -30,7 +30,7 @@ fn compare(f: fn(&[Tensor]) -> Vec<Tensor>, inputs: &[Tensor], tol: f64) -> Vec<
             let mut total = Tensor::scalar_dtype(0.0, inputs[0].dtype());
             for (k, o) in outs.iter().enumerate() {
                 if o.needs_grad() {
-                    total = total + (o * (0.5 + k as f64)).sum_all();
+                    total += (o * (0.5 + k as f64)).sum_all();
                 }
             }
             total

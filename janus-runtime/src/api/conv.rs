@@ -43,8 +43,8 @@ impl Tensor {
     ///
     /// # Examples
     /// ```
-    /// # use janus::prelude::*;
-    /// # use janus::Conv2dOptions;
+    /// # use janus_runtime::{DType, Tensor};
+    /// # use janus_runtime::Conv2dOptions;
     /// let x = Tensor::ones([1, 1, 3, 3]);
     /// let w = Tensor::ones([1, 1, 2, 2]);
     /// let y = x.conv2d(&w, None, Conv2dOptions { padding: [1, 1], ..Default::default() });
@@ -140,7 +140,7 @@ impl Tensor {
     ///
     /// # Examples
     /// ```
-    /// # use janus::prelude::*;
+    /// # use janus_runtime::{DType, Tensor};
     /// let x = Tensor::from_vec((0..16).map(|v| v as f32).collect::<Vec<_>>(), [1, 1, 4, 4]);
     /// assert_eq!(x.max_pool2d([2, 2], [2, 2], [0, 0]).to_vec::<f32>(), [5.0, 7.0, 13.0, 15.0]);
     /// ```
@@ -160,7 +160,7 @@ impl Tensor {
     ///
     /// # Examples
     /// ```
-    /// # use janus::prelude::*;
+    /// # use janus_runtime::{DType, Tensor};
     /// let x = Tensor::ones([1, 1, 2, 2]);
     /// assert_eq!(x.avg_pool2d([2, 2], [2, 2], [1, 1]).to_vec::<f32>(), [0.25; 4]);
     /// ```
