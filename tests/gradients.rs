@@ -207,3 +207,67 @@ fn gradients_accumulate_over_uses_and_stop_at_detach() {
     let z = no_grad(|| (&x * 2.0).sum_all());
     assert!(!z.needs_grad());
 }
+
+#[test]
+fn convolution_and_pooling() {
+    use janus::Conv2dOptions;
+    let x = rand64(&[2, 4, 5, 6], 31, -1.0, 1.0);
+    let b = rand64(&[4], 33, -1.0, 1.0);
+    for (k, opts) in [
+        Conv2dOptions::default(),
+        Conv2dOptions { stride: [2, 1], padding: [1, 2], dilation: [1, 2], groups: 1 },
+        Conv2dOptions { stride: [1, 2], padding: [1, 0], dilation: [2, 1], groups: 2 },
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let w = rand64(&[4, 4 / opts.groups, 2, 3], 32 + k as u64, -1.0, 1.0);
+        let bias = k != 1;
+        assert_grads(&format!("conv2d {opts:?}"), &[x.clone(), w, b.clone()], &|t| {
+            t[0].conv2d(&t[1], bias.then_some(&t[2]), opts)
+        });
+    }
+    // Distinct values, so no window has a tie for its maximum.
+    let distinct: Vec<f64> = (0..240).map(|i| ((i * 97 % 240) as f64) / 60.0 - 2.0).collect();
+    let xp = Tensor::from_vec(distinct, [2, 4, 5, 6]);
+    assert_grads("max_pool2d", &[xp.clone()], &|t| t[0].max_pool2d([3, 2], [2, 2], [1, 1]));
+    assert_grads("max_pool2d overlapping", &[xp.clone()], &|t| t[0].max_pool2d([2, 2], [1, 1], [0, 0]));
+    assert_grads("avg_pool2d", &[x.clone()], &|t| t[0].avg_pool2d([3, 3], [2, 1], [1, 1]));
+}
+
+#[test]
+fn normalisation_dropout_and_masks() {
+    let x = rand64(&[3, 4, 5], 41, -1.0, 1.0);
+    let w = rand64(&[4, 5], 42, 0.5, 1.5);
+    let b = rand64(&[4, 5], 43, -1.0, 1.0);
+    assert_grads("layer_norm", &[x.clone(), w.clone(), b.clone()], &|t| {
+        t[0].layer_norm(&[4, 5], Some(&t[1]), Some(&t[2]), 1e-5)
+    });
+    assert_grads("layer_norm last dim", &[x.clone()], &|t| t[0].layer_norm(&[5], None, None, 1e-5));
+    let (rm, rv) = (rand64(&[4], 44, -1.0, 1.0), rand64(&[4], 45, 0.5, 2.0));
+    let (wc, bc) = (rand64(&[4], 46, 0.5, 1.5), rand64(&[4], 47, -1.0, 1.0));
+    for training in [true, false] {
+        assert_grads(
+            &format!("batch_norm training={training}"),
+            &[x.clone(), wc.clone(), bc.clone()],
+            &|t| t[0].batch_norm(&rm, &rv, Some(&t[1]), Some(&t[2]), training, 0.1, 1e-5).0,
+        );
+    }
+    assert_grads("batch_norm 4-D", &[rand64(&[2, 3, 2, 2], 48, -1.0, 1.0)], &|t| {
+        t[0].batch_norm(&rm.narrow(0, 0, 3), &rv.narrow(0, 0, 3), None, None, true, 0.1, 1e-5).0
+    });
+    // The same seed before every evaluation: the mask is a constant of the function.
+    assert_grads("dropout", &[x.clone()], &|t| {
+        janus::manual_seed(9);
+        t[0].dropout(0.3, true)
+    });
+    let mask = rand64(&[4, 1], 49, -1.0, 1.0).gt_scalar(0.0);
+    assert_grads("masked_fill", &[x.clone()], &|t| t[0].masked_fill(&mask, 2.5));
+    assert_grads("tril", &[x.clone()], &|t| t[0].tril(1));
+    assert_grads("triu", &[x.clone()], &|t| t[0].triu(-1));
+    assert_grads(
+        "matmul 4-D",
+        &[rand64(&[2, 3, 2, 4], 50, -1.0, 1.0), rand64(&[3, 4, 2], 51, -1.0, 1.0)],
+        &|t| t[0].matmul(&t[1]),
+    );
+}

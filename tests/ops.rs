@@ -124,3 +124,179 @@ fn scalars_and_empty_dimensions() {
     assert_eq!(Tensor::ones([2, 0]).matmul(&Tensor::ones([0, 3])).to_vec::<f32>(), [0.0; 6]);
     assert!(Tensor::zeros([0]).mean_all().item().is_nan());
 }
+
+/// `F.conv2d` as nested loops over `[N, C, H, W]` values.
+fn conv_ref(x: &Tensor, w: &Tensor, b: Option<&Tensor>, o: janus::Conv2dOptions) -> Vec<f64> {
+    let (xd, wd) = (x.dims().to_vec(), w.dims().to_vec());
+    let (xv, wv) = (x.to_vec::<f64>(), w.to_vec::<f64>());
+    let bv = b.map(|b| b.to_vec::<f64>());
+    let out =
+        |d: usize| (xd[2 + d] + 2 * o.padding[d] - o.dilation[d] * (wd[2 + d] - 1) - 1) / o.stride[d] + 1;
+    let (oh, ow) = (out(0), out(1));
+    let (cg, og) = (wd[1], wd[0] / o.groups);
+    let mut y = Vec::new();
+    for n in 0..xd[0] {
+        for oc in 0..wd[0] {
+            for i in 0..oh {
+                for j in 0..ow {
+                    let mut acc = bv.as_ref().map_or(0.0, |b| b[oc]);
+                    for c in 0..cg {
+                        let ic = (oc / og) * cg + c;
+                        for ki in 0..wd[2] {
+                            for kj in 0..wd[3] {
+                                let h =
+                                    (i * o.stride[0] + ki * o.dilation[0]) as isize - o.padding[0] as isize;
+                                let v =
+                                    (j * o.stride[1] + kj * o.dilation[1]) as isize - o.padding[1] as isize;
+                                if h < 0 || v < 0 || h >= xd[2] as isize || v >= xd[3] as isize {
+                                    continue;
+                                }
+                                let xi = ((n * xd[1] + ic) * xd[2] + h as usize) * xd[3] + v as usize;
+                                acc += xv[xi] * wv[((oc * cg + c) * wd[2] + ki) * wd[3] + kj];
+                            }
+                        }
+                    }
+                    y.push(acc);
+                }
+            }
+        }
+    }
+    y
+}
+
+fn close(a: &[f64], b: &[f64], tol: f64) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(p, q)| (p - q).abs() <= tol * (1.0 + q.abs()))
+}
+
+fn seq(shape: &[usize], seed: u64) -> Tensor {
+    let n: usize = shape.iter().product();
+    Tensor::from_vec(
+        (0..n).map(|i| ((i as u64 * 7919 + seed * 104729) % 97) as f64 / 48.0 - 1.0).collect::<Vec<_>>(),
+        shape,
+    )
+}
+
+#[test]
+fn conv2d_matches_nested_loops_for_every_option() {
+    use janus::Conv2dOptions;
+    let mut cases = 0;
+    for stride in [[1, 1], [2, 1], [2, 3]] {
+        for padding in [[0, 0], [1, 2]] {
+            for dilation in [[1, 1], [2, 1]] {
+                for (groups, c, o) in [(1, 3, 4), (2, 4, 6), (4, 4, 4)] {
+                    let opts = Conv2dOptions { stride, padding, dilation, groups };
+                    let x = seq(&[2, c, 7, 6], cases);
+                    let w = seq(&[o, c / groups, 3, 2], cases + 1);
+                    let b = seq(&[o], cases + 2);
+                    let bias = if cases % 2 == 0 { Some(&b) } else { None };
+                    let y = x.conv2d(&w, bias, opts);
+                    let want = conv_ref(&x, &w, bias, opts);
+                    assert!(close(&y.to_vec::<f64>(), &want, 1e-12), "{opts:?}");
+                    // f32 agrees too.
+                    let y32 = x.to_dtype(DType::F32).conv2d(&w.to_dtype(DType::F32), None, opts);
+                    let want = conv_ref(&x, &w, None, opts);
+                    assert!(close(&y32.to_vec::<f64>(), &want, 1e-5), "f32 {opts:?}");
+                    cases += 1;
+                }
+            }
+        }
+    }
+    assert_eq!(
+        Conv2dOptions::default(),
+        Conv2dOptions { stride: [1, 1], padding: [0, 0], dilation: [1, 1], groups: 1 }
+    );
+}
+
+#[test]
+fn pooling_with_padding_matches_pytorch() {
+    // 4x4 values 0..16, a 3x3 window, stride 2, padding 1 (PyTorch's values).
+    let x = Tensor::from_vec((0..16).map(|v| v as f64).collect::<Vec<_>>(), [1, 1, 4, 4]);
+    assert_eq!(x.max_pool2d([3, 3], [2, 2], [1, 1]).to_vec::<f64>(), [5.0, 7.0, 13.0, 15.0]);
+    let avg = x.avg_pool2d([3, 3], [2, 2], [1, 1]).to_vec::<f64>();
+    // count_include_pad: the corner window sums 0+1+4+5 over 9 taps.
+    assert!(close(&avg, &[10.0 / 9.0, 24.0 / 9.0, 51.0 / 9.0, 90.0 / 9.0], 1e-15), "{avg:?}");
+    // Negative values are not beaten by the padding; shapes follow (H + 2p - k) / s + 1.
+    let neg = -(&x) - 1.0;
+    assert_eq!(neg.max_pool2d([2, 2], [1, 1], [1, 1]).dims(), &[1, 1, 5, 5]);
+    assert_eq!(neg.max_pool2d([2, 2], [2, 2], [1, 1]).to_vec::<f64>()[0], -1.0);
+    // The gradient goes to the first maximum of each window.
+    let ties = Tensor::ones([1, 1, 2, 2]).to_dtype(DType::F64).requires_grad();
+    let g = ties.max_pool2d([2, 2], [2, 2], [0, 0]).sum_all().backward();
+    assert_eq!(g.get(&ties).unwrap().to_vec::<f64>(), [1.0, 0.0, 0.0, 0.0]);
+    let msg = std::panic::catch_unwind(|| x.max_pool2d([2, 2], [2, 2], [2, 0])).unwrap_err();
+    assert!(msg.downcast_ref::<String>().unwrap().contains("max_pool2d"));
+}
+
+#[test]
+fn layer_norm_and_batch_norm_values() {
+    let x = Tensor::from_vec(vec![1.0f64, 2.0, 3.0, 4.0, 6.0, 8.0], [2, 3]);
+    let w = Tensor::from_vec(vec![1.0f64, 2.0, 3.0], [3]);
+    let b = Tensor::from_vec(vec![0.0f64, 1.0, -1.0], [3]);
+    let y = x.layer_norm(&[3], Some(&w), Some(&b), 0.0).to_vec::<f64>();
+    let s = (2.0f64 / 3.0).sqrt(); // row 0: mean 2, biased var 2/3
+    assert!(close(&y[..3], &[-1.0 / s, 1.0, 3.0 / s - 1.0], 1e-12), "{y:?}");
+    // Batch norm over [N=2, C=2, 2] per channel.
+    let x = Tensor::from_vec(vec![1.0f64, 3.0, 0.0, 0.0, 5.0, 7.0, 4.0, 8.0], [2, 2, 2]);
+    let (rm, rv) = (Tensor::from_vec(vec![0.5f64, -1.0], [2]), Tensor::from_vec(vec![2.0f64, 3.0], [2]));
+    let (y, m, v) = x.batch_norm(&rm, &rv, None, None, true, 0.1, 1e-5);
+    // Channel 0: values 1 3 5 7, mean 4, biased var 5, unbiased 20/3.
+    // Channel 1: values 0 0 4 8, mean 3, biased var 11, unbiased 44/3.
+    assert!(close(&m.to_vec::<f64>(), &[0.9 * 0.5 + 0.4, 0.9 * -1.0 + 0.3], 1e-12));
+    assert!(close(&v.to_vec::<f64>(), &[0.9 * 2.0 + 0.1 * 20.0 / 3.0, 0.9 * 3.0 + 0.1 * 44.0 / 3.0], 1e-12));
+    let yv = y.to_vec::<f64>();
+    assert!(close(&[yv[0], yv[2]], &[-3.0 / 5.00001f64.sqrt(), -3.0 / 11.00001f64.sqrt()], 1e-12), "{yv:?}");
+    // Eval mode uses the running statistics and returns them unchanged.
+    let (ye, me, ve) =
+        x.batch_norm(&rm, &rv, None, Some(&Tensor::from_vec(vec![1.0f64, 0.0], [2])), false, 0.1, 0.0);
+    assert!(me.same(&rm) || me.to_vec::<f64>() == rm.to_vec::<f64>());
+    assert_eq!(ve.to_vec::<f64>(), rv.to_vec::<f64>());
+    assert!(close(&ye.to_vec::<f64>()[..2], &[0.5 / 2f64.sqrt() + 1.0, 2.5 / 2f64.sqrt() + 1.0], 1e-12));
+    // No gradient reaches the running statistics.
+    let xg = x.clone().requires_grad();
+    let (_, m, v) = xg.batch_norm(&rm, &rv, None, None, true, 0.1, 1e-5);
+    assert!(!m.needs_grad() && !v.needs_grad());
+}
+
+#[test]
+fn dropout_masks_scales_and_replays_the_stream() {
+    janus::manual_seed(3);
+    let x = Tensor::ones([10_000]);
+    let y = x.dropout(0.25, true).to_vec::<f32>();
+    let kept = y.iter().filter(|&&v| v != 0.0).count() as f64 / 1e4;
+    assert!(
+        y.iter().all(|&v| v == 0.0 || (v - 4.0 / 3.0).abs() < 1e-6) && (kept - 0.75).abs() < 0.02,
+        "{kept}"
+    );
+    janus::manual_seed(3);
+    assert_eq!(x.dropout(0.25, true).to_vec::<f32>(), y);
+    assert!(x.dropout(0.25, false).same(&x) && x.dropout(0.0, true).same(&x));
+    assert!(std::panic::catch_unwind(|| x.dropout(1.0, true)).is_err());
+    assert!(std::panic::catch_unwind(|| x.dropout(-0.1, true)).is_err());
+}
+
+#[test]
+fn masks_triangles_and_batched_matmul() {
+    let x = Tensor::from_vec((1..=12).map(|v| v as f32).collect::<Vec<_>>(), [3, 4]);
+    assert_eq!(v32(&x.tril(0)), [1.0, 0.0, 0.0, 0.0, 5.0, 6.0, 0.0, 0.0, 9.0, 10.0, 11.0, 0.0]);
+    assert_eq!(v32(&x.tril(-1)), [0.0, 0.0, 0.0, 0.0, 5.0, 0.0, 0.0, 0.0, 9.0, 10.0, 0.0, 0.0]);
+    assert_eq!(v32(&x.triu(1)), [0.0, 2.0, 3.0, 4.0, 0.0, 0.0, 7.0, 8.0, 0.0, 0.0, 0.0, 12.0]);
+    assert_eq!(x.broadcast_to([2, 3, 4]).triu(2).sum_all().item(), 2.0 * (3.0 + 4.0 + 8.0));
+    // A causal mask, as attention builds it.
+    let causal = Tensor::ones([3, 3]).triu(1).gt_scalar(0.0);
+    let s = Tensor::zeros([2, 3, 3]).masked_fill(&causal, f64::NEG_INFINITY).softmax(-1);
+    assert_eq!(
+        v32(&s.narrow(0, 0, 1).reshape([9])),
+        [1.0, 0.0, 0.0, 0.5, 0.5, 0.0, 1.0 / 3.0, 1.0 / 3.0, 1.0 / 3.0]
+    );
+    assert!(
+        std::panic::catch_unwind(|| x.masked_fill(&Tensor::ones([2, 3, 4]).gt_scalar(0.0), 0.0)).is_err()
+    );
+    // Four-dimensional batches broadcast, like attention's [B, H, T, d].
+    let a = seq(&[2, 3, 4, 5], 1);
+    let b = seq(&[3, 5, 2], 2);
+    let y = a.matmul(&b);
+    assert_eq!(y.dims(), &[2, 3, 4, 2]);
+    let want = a.narrow(0, 1, 1).squeeze(0).matmul(&b);
+    assert_eq!(y.narrow(0, 1, 1).squeeze(0).to_vec::<f64>(), want.to_vec::<f64>());
+    assert_eq!(a.matmul(&seq(&[5, 7], 3)).dims(), &[2, 3, 4, 7]);
+}

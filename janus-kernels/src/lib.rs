@@ -5,6 +5,7 @@
 //! - [`simd_math`]: vectorised `exp`, `log`, `tanh`, `sigmoid` with runtime CPU-feature dispatch.
 //! - [`reduce`]: sums, max/min/argmax and the numerically stable softmax family.
 //! - [`matmul`]: GEMM through the `gemm` crate with transposes folded into strides.
+//! - [`conv`]: im2col and col2im windows for convolution and pooling.
 //! - [`index`]: `index_select`, `gather`, their adjoints, `one_hot`.
 //! - [`philox`]: the counter-based Philox 4x32-10 random stream.
 //! - [`cuda`]: the same kernels on CUDA devices (generated from the same programs where
@@ -12,6 +13,7 @@
 #![warn(missing_docs)]
 
 pub mod buffer;
+pub mod conv;
 pub mod cuda;
 pub mod dtype;
 pub mod fused;

@@ -60,7 +60,7 @@ pub mod optim;
 #[doc(hidden)] // internal: the facade's front page shows what users call
 pub mod rt;
 
-pub use api::Scalar;
+pub use api::{Conv2dOptions, Scalar};
 pub use autograd::{Grads, is_grad_enabled, no_grad};
 pub use checkpoint::{LoadReport, load, load_partial, save};
 pub use compile::{Compiled, OutKind, Traced, trace};

@@ -1,12 +1,15 @@
 //! The public `Tensor` methods, by family. Each builds an [`Op`](crate::ops::Op) and runs it
 //! through [`apply`](crate::ops::apply), or composes other methods (`mean`, `cross_entropy`).
 
+mod conv;
 mod create;
 mod elementwise;
 mod loss;
+mod norm;
 mod operators;
 pub(crate) mod print;
 
+pub use conv::Conv2dOptions;
 pub use operators::Scalar;
 mod reduce;
 mod shape;

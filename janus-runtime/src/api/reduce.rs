@@ -134,10 +134,59 @@ impl Tensor {
         apply(Op::LogSoftmax(Axis { dim }), &[self])
     }
 
-    /// Matrix product: `[m, k] @ [k, n]`, or batched `[b, m, k] @ [b, k, n]` where either
-    /// operand may be 2-D or have batch 1 (broadcast). Transposed operands are not copied.
+    /// Matrix product: `[m, k] @ [k, n]`, or batched `[..., m, k] @ [..., k, n]` over any
+    /// number of leading batch dimensions, which broadcast (NumPy rules; a 2-D operand is
+    /// shared by the whole batch). Transposed 2-D and 3-D operands are not copied; more
+    /// batch dimensions are folded into one.
+    ///
+    /// # Examples
+    /// ```
+    /// # use janus::prelude::*;
+    /// let q = Tensor::ones([2, 4, 5, 8]); // [batch, heads, time, d]
+    /// let k = Tensor::ones([2, 4, 5, 8]);
+    /// assert_eq!(q.matmul(&k.transpose(-2, -1)).dims(), &[2, 4, 5, 5]);
+    /// ```
     #[track_caller]
     pub fn matmul(&self, other: &Tensor) -> Tensor {
-        apply(Op::MatMul, &[self, other])
+        if self.rank() <= 3 && other.rank() <= 3 {
+            return apply(Op::MatMul, &[self, other]);
+        }
+        self.matmul_batched(other)
+    }
+
+    /// `matmul` with more than one batch dimension: the batches broadcast and fold into one.
+    #[track_caller]
+    fn matmul_batched(&self, other: &Tensor) -> Tensor {
+        let (ra, rb) = (self.rank(), other.rank());
+        let batch = if ra >= 2 && rb >= 2 {
+            crate::broadcast_shapes(&self.dims()[..ra - 2], &other.dims()[..rb - 2])
+        } else {
+            None
+        };
+        let Some(batch) = batch else {
+            crate::error::bail!(
+                "matmul",
+                "expected matrices with broadcastable batch dimensions, got shapes {:?} and {:?}",
+                self.shape(),
+                other.shape()
+            )
+        };
+        let _ctx = crate::error::Composite::enter("matmul");
+        let b: usize = batch.0.iter().product();
+        let fold = |t: &Tensor| {
+            let r = t.rank();
+            let (rows, cols) = (t.dims()[r - 2], t.dims()[r - 1]);
+            if r == 2 {
+                return t.clone();
+            }
+            let mut full = batch.0.to_vec();
+            full.extend([rows, cols]);
+            let t = if t.dims() == full.as_slice() { t.clone() } else { t.broadcast_to(full) };
+            t.reshape([b, rows, cols])
+        };
+        let y = fold(self).matmul(&fold(other));
+        let mut shape = batch.0.to_vec();
+        shape.extend([y.dims()[1], y.dims()[2]]);
+        y.reshape(shape)
     }
 }

@@ -391,6 +391,14 @@ pub(crate) fn compute(op: &Op, x: &[&Tensor], ty: &TensorType, ordinal: usize) -
             let host = Tensor::from_parts(ty.shape.clone(), ty.dtype, Some(idx), Default::default());
             upload(&host, ordinal).data().clone()
         }
+        // No CUDA kernels for the sliding windows yet: they run on the host, like sorting.
+        Op::Unfold(_) | Op::Fold(_) => {
+            let host: Vec<Tensor> = x.iter().map(|t| download(t)).collect();
+            let refs: Vec<&Tensor> = host.iter().collect();
+            let data = op.compute_cpu(&refs, ty);
+            let out = Tensor::from_parts(ty.shape.clone(), ty.dtype, Some(data), Default::default());
+            upload(&out, ordinal).data().clone()
+        }
     }
 }
 

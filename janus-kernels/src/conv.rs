@@ -1,0 +1,193 @@
+//! Sliding windows over `[N, C, H, W]` images, for convolution and pooling: `unfold` (im2col)
+//! lays every window out as a column, `fold` (col2im) is its adjoint and sums columns back into
+//! an image.
+//!
+//! The column buffer is `[C, kh, kw, N, OH, OW]`: a row per `(channel, kernel offset)` and a
+//! column per output position of every sample, so a convolution is one GEMM
+//! `[O, C*kh*kw] @ [C*kh*kw, N*OH*OW]` over the whole batch, not one small product per sample.
+
+use crate::dtype::Float;
+use rayon::prelude::*;
+
+/// The geometry of a 2-D sliding window over `[n, c, h, w]` images.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Window {
+    /// Batch size.
+    pub n: usize,
+    /// Channels.
+    pub c: usize,
+    /// Image height and width.
+    pub size: [usize; 2],
+    /// Window height and width.
+    pub kernel: [usize; 2],
+    /// Step between windows.
+    pub stride: [usize; 2],
+    /// Implicit padding on each side.
+    pub padding: [usize; 2],
+    /// Spacing between window taps.
+    pub dilation: [usize; 2],
+}
+
+impl Window {
+    /// Output height and width, or `None` when the window does not fit in the padded image
+    /// (or a stride or dilation is zero).
+    pub fn out_size(&self) -> Option<[usize; 2]> {
+        let one = |d: usize| {
+            let span = self.dilation[d].checked_mul(self.kernel[d].checked_sub(1)?)? + 1;
+            let padded = self.size[d] + 2 * self.padding[d];
+            (self.stride[d] > 0 && self.dilation[d] > 0 && padded >= span)
+                .then(|| (padded - span) / self.stride[d] + 1)
+        };
+        Some([one(0)?, one(1)?])
+    }
+
+    /// Number of elements of the column buffer.
+    pub fn col_len(&self) -> usize {
+        let [oh, ow] = self.out_size().unwrap_or([0, 0]);
+        self.c * self.kernel[0] * self.kernel[1] * self.n * oh * ow
+    }
+}
+
+/// Below this many elements, the kernels run on one thread.
+const PARALLEL_MIN: usize = 1 << 15;
+
+/// The output positions `lo..hi` of one axis whose input index `o * stride + off` lies in
+/// `0..len`.
+fn valid_range(off: isize, stride: usize, len: usize, outs: usize) -> (usize, usize) {
+    let s = stride as isize;
+    let lo = if off >= 0 { 0 } else { ((-off + s - 1) / s) as usize };
+    let end = len as isize - off; // o * s < end
+    let hi = if end <= 0 { 0 } else { ((end + s - 1) / s) as usize };
+    let hi = hi.min(outs);
+    (lo.min(hi), hi)
+}
+
+/// `col[c, i, j, n, oh, ow] = x[n, c, oh*sh + i*dh - ph, ow*sw + j*dw - pw]`, or `pad` where
+/// that lies outside the image. `x` is contiguous `[n, c, h, w]`.
+///
+/// Panics when the buffers do not match the geometry.
+pub fn unfold<T: Float>(g: &Window, x: &[T], pad: T, col: &mut [T]) {
+    let [h, w] = g.size;
+    let [oh_n, ow_n] = g.out_size().expect("unfold: the window does not fit the image");
+    assert_eq!(x.len(), g.n * g.c * h * w, "unfold: input length");
+    assert_eq!(col.len(), g.col_len(), "unfold: column length");
+    let plane = oh_n * ow_n;
+    if plane == 0 || col.is_empty() {
+        return;
+    }
+    let (kh, kw, n) = (g.kernel[0], g.kernel[1], g.n);
+    let row = |r: usize, dst: &mut [T]| {
+        // r indexes (c, i, j, b).
+        let b = r % n;
+        let j = (r / n) % kw;
+        let i = (r / n / kw) % kh;
+        let c = r / n / kw / kh;
+        let src = &x[(b * g.c + c) * h * w..][..h * w];
+        let off_h = (i * g.dilation[0]) as isize - g.padding[0] as isize;
+        let off_w = (j * g.dilation[1]) as isize - g.padding[1] as isize;
+        let (lo_w, hi_w) = valid_range(off_w, g.stride[1], w, ow_n);
+        for (oh, out) in dst.chunks_mut(ow_n).enumerate() {
+            let ih = (oh * g.stride[0]) as isize + off_h;
+            if ih < 0 || ih >= h as isize {
+                out.fill(pad);
+                continue;
+            }
+            let line = &src[ih as usize * w..][..w];
+            out[..lo_w].fill(pad);
+            out[hi_w..].fill(pad);
+            if g.stride[1] == 1 {
+                let start = (lo_w as isize + off_w) as usize;
+                out[lo_w..hi_w].copy_from_slice(&line[start..start + hi_w - lo_w]);
+            } else {
+                for (ow, o) in out.iter_mut().enumerate().take(hi_w).skip(lo_w) {
+                    *o = line[((ow * g.stride[1]) as isize + off_w) as usize];
+                }
+            }
+        }
+    };
+    if col.len() >= PARALLEL_MIN && crate::parallel::allowed() {
+        col.par_chunks_mut(plane).enumerate().for_each(|(r, d)| row(r, d));
+    } else {
+        col.chunks_mut(plane).enumerate().for_each(|(r, d)| row(r, d));
+    }
+}
+
+/// The adjoint of [`unfold`]: `x[n, c, y, z] = Σ col[c, i, j, n, oh, ow]` over the window taps
+/// that read `(y, z)`; taps in the padding are dropped. `x` is contiguous `[n, c, h, w]` and is
+/// overwritten.
+///
+/// Panics when the buffers do not match the geometry.
+pub fn fold<T: Float>(g: &Window, col: &[T], x: &mut [T]) {
+    let [h, w] = g.size;
+    let [oh_n, ow_n] = g.out_size().expect("fold: the window does not fit the image");
+    assert_eq!(x.len(), g.n * g.c * h * w, "fold: output length");
+    assert_eq!(col.len(), g.col_len(), "fold: column length");
+    x.fill(T::ZERO);
+    if h * w == 0 || col.is_empty() {
+        return;
+    }
+    let (kh, kw, n) = (g.kernel[0], g.kernel[1], g.n);
+    let plane = |p: usize, dst: &mut [T]| {
+        // p indexes (b, c); every tap of this image plane is summed here, in a fixed order.
+        let (b, c) = (p / g.c, p % g.c);
+        for i in 0..kh {
+            let off_h = (i * g.dilation[0]) as isize - g.padding[0] as isize;
+            let (lo_h, hi_h) = valid_range(off_h, g.stride[0], h, oh_n);
+            for j in 0..kw {
+                let off_w = (j * g.dilation[1]) as isize - g.padding[1] as isize;
+                let (lo_w, hi_w) = valid_range(off_w, g.stride[1], w, ow_n);
+                let src = &col[((((c * kh + i) * kw + j) * n) + b) * oh_n * ow_n..][..oh_n * ow_n];
+                for oh in lo_h..hi_h {
+                    let ih = ((oh * g.stride[0]) as isize + off_h) as usize;
+                    let line = &mut dst[ih * w..][..w];
+                    let taps = &src[oh * ow_n..][..ow_n];
+                    for ow in lo_w..hi_w {
+                        line[((ow * g.stride[1]) as isize + off_w) as usize] += taps[ow];
+                    }
+                }
+            }
+        }
+    };
+    if col.len() >= PARALLEL_MIN && crate::parallel::allowed() {
+        x.par_chunks_mut(h * w).enumerate().for_each(|(p, d)| plane(p, d));
+    } else {
+        x.chunks_mut(h * w).enumerate().for_each(|(p, d)| plane(p, d));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn geom(size: [usize; 2], k: usize, s: usize, p: usize, d: usize) -> Window {
+        Window { n: 2, c: 3, size, kernel: [k, k], stride: [s, s], padding: [p, p], dilation: [d, d] }
+    }
+
+    /// `<unfold(x), y> == <x, fold(y)>`: fold is unfold's adjoint.
+    #[test]
+    fn fold_is_the_adjoint_of_unfold() {
+        for (size, k, s, p, d) in
+            [([5, 4], 3, 1, 1, 1), ([7, 6], 2, 2, 0, 1), ([6, 7], 3, 2, 2, 2), ([3, 3], 1, 3, 0, 1)]
+        {
+            let g = geom(size, k, s, p, d);
+            let xn = g.n * g.c * size[0] * size[1];
+            let x: Vec<f64> = (0..xn).map(|i| ((i * 37 % 11) as f64) - 5.0).collect();
+            let y: Vec<f64> = (0..g.col_len()).map(|i| ((i * 17 % 7) as f64) - 3.0).collect();
+            let mut col = vec![0.0; g.col_len()];
+            unfold(&g, &x, 0.0, &mut col);
+            let mut back = vec![0.0; xn];
+            fold(&g, &y, &mut back);
+            let lhs: f64 = col.iter().zip(&y).map(|(a, b)| a * b).sum();
+            let rhs: f64 = x.iter().zip(&back).map(|(a, b)| a * b).sum();
+            assert_eq!(lhs, rhs, "{g:?}");
+        }
+    }
+
+    #[test]
+    fn out_size_follows_pytorch() {
+        assert_eq!(geom([28, 28], 3, 1, 1, 1).out_size(), Some([28, 28]));
+        assert_eq!(geom([28, 28], 2, 2, 0, 1).out_size(), Some([14, 14]));
+        assert_eq!(geom([7, 7], 3, 2, 1, 2).out_size(), Some([3, 3]));
+        assert_eq!(geom([2, 2], 3, 1, 0, 1).out_size(), None);
+    }
+}

@@ -1,0 +1,128 @@
+//! Sliding windows over `[N, C, H, W]` images: `unfold` (im2col) and its adjoint `fold`
+//! (col2im). `conv2d` is `unfold` followed by one GEMM over the whole batch, and the pooling
+//! ops reduce over the unfolded windows (`src/api/nn.rs`), so these two primitives carry the
+//! CNN ops, forward and backward, through compiled graphs.
+
+use super::{F64Bits, TensorType};
+use crate::error::bail;
+use crate::shape::Shape;
+use crate::tensor::{Data, Tensor};
+use janus_kernels::conv::{self as k, Window};
+use janus_kernels::with_float_type;
+
+/// Window geometry shared by [`Unfold`] and [`Fold`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Window2d {
+    /// Window height and width.
+    pub kernel: [usize; 2],
+    /// Step between windows.
+    pub stride: [usize; 2],
+    /// Implicit padding on each side.
+    pub padding: [usize; 2],
+    /// Spacing between window taps.
+    pub dilation: [usize; 2],
+}
+
+/// im2col: `[N, C, H, W] -> [C, kh, kw, N, OH, OW]`, padding reading as `pad_value`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Unfold {
+    /// The window.
+    pub window: Window2d,
+    /// What the padding reads as (0 for convolution, -inf for max pooling).
+    pub pad_value: F64Bits,
+}
+
+/// col2im, the adjoint of [`Unfold`]: `[C, kh, kw, N, OH, OW] -> [N, C, H, W]`, summing
+/// overlapping taps.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Fold {
+    /// The window.
+    pub window: Window2d,
+    /// The image height and width.
+    pub size: [usize; 2],
+}
+
+fn window(w: &Window2d, n: usize, c: usize, size: [usize; 2]) -> Window {
+    Window { n, c, size, kernel: w.kernel, stride: w.stride, padding: w.padding, dilation: w.dilation }
+}
+
+#[track_caller]
+fn out_size(op: &str, w: &Window, x: &Tensor) -> [usize; 2] {
+    match w.out_size() {
+        Some(s) => s,
+        None => bail!(
+            op,
+            "a {:?} window (stride {:?}, padding {:?}, dilation {:?}) does not fit an input of shape {:?}",
+            w.kernel,
+            w.stride,
+            w.padding,
+            w.dilation,
+            x.shape()
+        ),
+    }
+}
+
+#[track_caller]
+pub(crate) fn infer_unfold(p: &Unfold, x: &Tensor) -> TensorType {
+    if x.rank() != 4 || !x.dtype().is_float() {
+        bail!("unfold", "expected a float [N, C, H, W] input, got {} {:?}", x.dtype(), x.shape());
+    }
+    let d = x.dims();
+    let w = window(&p.window, d[0], d[1], [d[2], d[3]]);
+    let [oh, ow] = out_size("unfold", &w, x);
+    let [kh, kw] = p.window.kernel;
+    TensorType { shape: [d[1], kh, kw, d[0], oh, ow].into(), dtype: x.dtype() }
+}
+
+#[track_caller]
+pub(crate) fn infer_fold(p: &Fold, col: &Tensor) -> TensorType {
+    let d = col.dims();
+    if col.rank() != 6 || !col.dtype().is_float() {
+        bail!("fold", "expected a float [C, kh, kw, N, OH, OW] input, got {} {:?}", col.dtype(), col.shape());
+    }
+    let w = window(&p.window, d[3], d[0], p.size);
+    let [oh, ow] = out_size("fold", &w, col);
+    if [d[1], d[2]] != p.window.kernel || [d[4], d[5]] != [oh, ow] {
+        bail!(
+            "fold",
+            "columns {:?} do not match a {:?} window with {oh}x{ow} outputs over {:?} images",
+            col.shape(),
+            p.window.kernel,
+            p.size
+        );
+    }
+    let shape: Shape = [d[3], d[0], p.size[0], p.size[1]].into();
+    TensorType { shape, dtype: col.dtype() }
+}
+
+pub(crate) fn unfold(p: &Unfold, x: &Tensor, ty: &TensorType) -> Data {
+    let d = x.dims();
+    let w = window(&p.window, d[0], d[1], [d[2], d[3]]);
+    with_float_type!(x.dtype(), T => {
+        let src = x.contiguous_slice::<T>();
+        let mut out = vec![0 as T; ty.shape.numel()];
+        k::unfold(&w, &src, p.pad_value.get() as T, &mut out);
+        Data::contiguous(janus_kernels::buffer::Stored::wrap(out), &ty.shape)
+    }, _ => unreachable!("rejected by the shape rule"))
+}
+
+pub(crate) fn fold(p: &Fold, col: &Tensor, ty: &TensorType) -> Data {
+    let d = col.dims();
+    let w = window(&p.window, d[3], d[0], p.size);
+    with_float_type!(col.dtype(), T => {
+        let src = col.contiguous_slice::<T>();
+        let mut out = vec![0 as T; ty.shape.numel()];
+        k::fold(&w, &src, &mut out);
+        Data::contiguous(janus_kernels::buffer::Stored::wrap(out), &ty.shape)
+    }, _ => unreachable!("rejected by the shape rule"))
+}
+
+/// The two are adjoint linear maps: each one's VJP is the other (padding taps get no gradient).
+pub(crate) fn unfold_vjp(p: &Unfold, x: &Tensor, g: &Tensor) -> Tensor {
+    let d = x.dims();
+    super::apply(super::Op::Fold(Fold { window: p.window, size: [d[2], d[3]] }), &[g])
+}
+
+pub(crate) fn fold_vjp(p: &Fold, g: &Tensor) -> Tensor {
+    super::apply(super::Op::Unfold(Unfold { window: p.window, pad_value: F64Bits::new(0.0) }), &[g])
+}
