@@ -8,13 +8,16 @@
 //! cargo run --release --example bench              # full run (under a minute)
 //! cargo run --release --example bench -- --quick   # a smoke run (CI)
 //! cargo run --release --example bench -- --only cartpole
+//! cargo run --release --example bench -- --only cnn      # also: transformer, gan
 //! cargo run --release --example bench -- --only mlp     # the README's MLP step, speculated vs not
 //! cargo run --release --example bench -- --only unroll  # what unrolling a loop costs to compile
 //! cargo run --release --example bench -- --only hit     # the cost of one replay of a tiny block
 //! ```
 //!
 //! The LSTM step is the `shared/refbench` workload (T=32, B=32, V=65, H=128, plain SGD lr 0.1);
-//! CartPole and TreeRNN are the `cartpole` and `tree_rnn` examples' programs.
+//! CartPole and TreeRNN are the `cartpole` and `tree_rnn` examples' programs. The CNN and
+//! Transformer steps are `shared/refbench/models_torch.py`'s workloads C and D (the `cnn` and
+//! `transformer_lm` examples' models at the refbench sizes); GAN is the `gan` example's step.
 
 #[path = "common/bench_cuda.rs"]
 mod bench_cuda;
@@ -22,10 +25,16 @@ mod bench_cuda;
 mod cartpole;
 #[path = "common/cli.rs"]
 mod cli;
+#[path = "common/cnn.rs"]
+mod cnn;
+#[path = "common/gan.rs"]
+mod gan;
 #[path = "common/lstm_lm.rs"]
 mod lstm_lm;
 #[path = "common/median.rs"]
 mod median;
+#[path = "common/transformer_lm.rs"]
+mod transformer_lm;
 #[path = "common/tree_rnn.rs"]
 mod tree_rnn;
 
@@ -322,6 +331,89 @@ fn tree(repeats: usize, steps: usize) -> Vec<Row> {
     }]
 }
 
+/// The refbench CNN step (batch 64 of 1x28x28, Adam 1e-3) on 8 synthetic batches, as
+/// `shared/refbench/models_torch.py --model cnn` times it.
+fn cnn_step(repeats: usize, steps: usize) -> Vec<Row> {
+    janus::manual_seed(0);
+    let data: Vec<(Tensor, Tensor)> = (0..8)
+        .map(|_| {
+            let y = (Tensor::rand([cnn::BATCH]) * 10.0).floor().to_dtype(DType::I64);
+            (Tensor::randn([cnn::BATCH, 1, 28, 28]), y)
+        })
+        .collect();
+    let init = cnn::model();
+    let mut learners: Vec<(janus::nn::Sequential, optim::Adam)> =
+        (0..4).map(|_| (init.clone(), optim::Adam::new(1e-3))).collect();
+    let mut next = 0;
+    let [e, j, jn, c] = interleaved(repeats, |k, out| {
+        let (m, opt) = &mut learners[k];
+        for _ in 0..steps {
+            let (x, y) = &data[next % data.len()];
+            out.push(timed(1e3, || _ = cnn::train_step(m, opt, x, y)));
+            next += 1;
+        }
+    });
+    vec![Row { workload: "CNN", metric: "training step (batch 64), ms", values: [Some(e), Some(j), Some(jn), Some(c)] }]
+}
+
+/// The refbench Transformer step (V=65, T=64, B=32, d=128, 4 heads, ff 512, 2 pre-norm layers,
+/// dropout 0, Adam 3e-4) on 8 synthetic batches, as `models_torch.py --model transformer`.
+fn transformer_step(repeats: usize, steps: usize) -> Vec<Row> {
+    use transformer_lm::{B, T, V};
+    janus::manual_seed(0);
+    let data: Vec<(Tensor, Tensor)> = (0..8)
+        .map(|_| {
+            let tok = (Tensor::rand([B, T + 1]) * V as f64).floor().to_dtype(DType::I64);
+            (tok.narrow(1, 0, T).contiguous(), tok.narrow(1, 1, T).contiguous())
+        })
+        .collect();
+    let init = transformer_lm::CharTransformer::refbench();
+    let mut learners: Vec<(transformer_lm::CharTransformer, optim::Adam)> =
+        (0..4).map(|_| (init.clone(), optim::Adam::new(3e-4))).collect();
+    let mut next = 0;
+    let [e, j, jn, c] = interleaved(repeats, |k, out| {
+        let (m, opt) = &mut learners[k];
+        for _ in 0..steps {
+            let (x, y) = &data[next % data.len()];
+            out.push(timed(1e3, || _ = transformer_lm::train_step(m, opt, x, y)));
+            next += 1;
+        }
+    });
+    vec![Row {
+        workload: "Transformer",
+        metric: "training step (32x64 tokens), ms",
+        values: [Some(e), Some(j), Some(jn), Some(c)],
+    }]
+}
+
+/// The `gan` example's step: one discriminator and one generator update (batch 256, MLPs
+/// 2-128-128-{2,1}, two Adams); `scripts/gan_torch.py` is its PyTorch peer.
+fn gan_step(repeats: usize, steps: usize) -> Vec<Row> {
+    janus::manual_seed(0);
+    let data: Vec<(Tensor, Tensor, Tensor)> =
+        (0..8).map(|_| (gan::real_batch(gan::BATCH), gan::noise(gan::BATCH), gan::noise(gan::BATCH))).collect();
+    let (g0, d0) = gan::models(gan::HIDDEN);
+    let mut learners: Vec<_> = (0..4)
+        .map(|_| {
+            let (od, og) = gan::optimisers(1e-3);
+            (g0.clone(), d0.clone(), od, og)
+        })
+        .collect();
+    let mut next = 0;
+    let [e, j, jn, c] = interleaved(repeats, |k, out| {
+        let (g, d, od, og) = &mut learners[k];
+        for _ in 0..steps {
+            let (real, zd, zg) = &data[next % data.len()];
+            out.push(timed(1e3, || {
+                gan::d_step(d, g, od, real, zd);
+                gan::g_step(g, d, og, zg);
+            }));
+            next += 1;
+        }
+    });
+    vec![Row { workload: "GAN", metric: "D + G step (batch 256), ms", values: [Some(e), Some(j), Some(jn), Some(c)] }]
+}
+
 /// A small LSTM forward whose time loop `#[janus]` unrolls into one block.
 #[allow(clippy::needless_range_loop)]
 #[janus]
@@ -419,7 +511,8 @@ struct Cli {
     /// A few iterations only (a smoke test).
     #[arg(long)]
     quick: bool,
-    /// One measurement only; without it, the LSTM, MLP, CartPole and TreeRNN workloads.
+    /// One measurement only; without it, the LSTM, MLP, CartPole, TreeRNN, CNN, Transformer and
+    /// GAN workloads.
     #[arg(long, value_enum)]
     only: Option<Workload>,
     #[command(flatten)]
@@ -437,6 +530,12 @@ enum Workload {
     Cartpole,
     /// The TreeRNN training step.
     Tree,
+    /// The refbench CNN training step (the `cnn` example's model).
+    Cnn,
+    /// The refbench Transformer training step (the `transformer_lm` example's model).
+    Transformer,
+    /// The `gan` example's discriminator and generator steps.
+    Gan,
     /// What unrolling a loop costs to compile.
     Unroll,
     /// The cost of one replay of a tiny block.
@@ -450,7 +549,7 @@ fn main() {
         bench_cuda::run(d, quick);
         return;
     }
-    // Without `--only`: the three workloads (not the unrolling or replay costs).
+    // Without `--only`: every workload (not the unrolling or replay costs).
     let run = |w: Workload| match args.only {
         Some(only) => only == w,
         None => !matches!(w, Workload::Unroll | Workload::Hit),
@@ -480,6 +579,18 @@ fn main() {
     if run(Workload::Tree) {
         workload("TreeRNN");
         rows.extend(tree(repeats, 2 * scale));
+    }
+    if run(Workload::Cnn) {
+        workload("CNN");
+        rows.extend(cnn_step(repeats, 2 * scale));
+    }
+    if run(Workload::Transformer) {
+        workload("Transformer");
+        rows.extend(transformer_step(repeats, scale));
+    }
+    if run(Workload::Gan) {
+        workload("GAN");
+        rows.extend(gan_step(repeats, 10 * scale));
     }
     if run(Workload::Unroll) {
         unroll_cost(if quick { &[8, 32] } else { &[32, 256, 1024] });
