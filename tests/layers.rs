@@ -193,8 +193,12 @@ fn attention_by_hand(m: &nn::MultiheadAttention, x: &Tensor, causal: bool) -> Te
 fn multihead_attention_matches_a_per_head_computation() {
     let _g = lock();
     janus::manual_seed(11);
-    let m = nn::MultiheadAttention::new(8, 2);
+    let mut m = nn::MultiheadAttention::new(8, 2);
     let x = Tensor::randn([3, 5, 8]);
+    // PyTorch's init has zero biases; random ones check that the key bias, which the layer
+    // leaves out, changes nothing (the hand computation adds it, as PyTorch does).
+    let zero_bias = m.in_proj_bias.clone();
+    m.in_proj_bias = (Tensor::randn([24]) * 0.5).requires_grad();
     for causal in [false, true] {
         let y = m.self_attention(&x, causal);
         assert_eq!(y.dims(), [3, 5, 8]);
@@ -206,10 +210,15 @@ fn multihead_attention_matches_a_per_head_computation() {
     let x2 = Tensor::cat(&[&x.narrow(1, 0, 1), &Tensor::randn([3, 4, 8])], 1);
     let (y, y2) = (m.self_attention(&x, true), m.self_attention(&x2, true));
     assert_close(&vals(&y.narrow(1, 0, 1)), &vals(&y2.narrow(1, 0, 1)), 1e-6, "causal position 0");
+    // The key bias's gradient is exactly zero (its true value); the others are not.
+    let g = m.self_attention(&x, true).square().sum_all().backward();
+    let gb = vals(g.get(&m.in_proj_bias).expect("a gradient for in_proj_bias"));
+    assert!(gb[8..16].iter().all(|&v| v == 0.0), "{gb:?}");
+    assert!(gb[..8].iter().chain(&gb[16..]).any(|&v| v != 0.0), "{gb:?}");
     // PyTorch's init: Xavier-uniform in_proj, zero biases.
     let bound = (6.0f32 / 32.0).sqrt();
     assert!(vals(&m.in_proj_weight).iter().all(|w| w.abs() <= bound));
-    assert!(vals(&m.in_proj_bias).iter().all(|&b| b == 0.0));
+    assert!(vals(&zero_bias).iter().all(|&b| b == 0.0));
     assert!(vals(m.out_proj.bias.as_ref().unwrap()).iter().all(|&b| b == 0.0));
 }
 

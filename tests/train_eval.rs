@@ -37,6 +37,13 @@ fn outputs(m: &Net, x: &Tensor) -> Tensor {
     y
 }
 
+/// Within 1e-6 relative: compiled graphs may fuse and round differently from eager ops.
+fn assert_close(a: &Tensor, b: &Tensor, what: &str) {
+    for (x, y) in a.to_vec::<f32>().iter().zip(b.to_vec::<f32>()) {
+        assert!((x - y).abs() <= 1e-6 * x.abs().max(y.abs()).max(1e-3), "{what}: {x} vs {y}");
+    }
+}
+
 fn variants(name: &str) -> usize {
     janus::stats().function(name).map(|f| f.variants).sum()
 }
@@ -53,7 +60,7 @@ fn eval_after_train_gets_its_own_key_and_eager_results() {
         train_step(&mut net, &mut opt, &x, &y);
         let staged = outputs(&net, &x);
         let eager = janus::with_mode(Mode::Eager, || outputs(&net, &x));
-        assert_eq!(staged.to_vec::<f32>(), eager.to_vec::<f32>());
+        assert_close(&staged, &eager, "train mode");
     }
     let before = janus::stats();
     let train_variants = variants("outputs");
@@ -63,7 +70,8 @@ fn eval_after_train_gets_its_own_key_and_eager_results() {
     for _ in 0..6 {
         let staged = outputs(&net, &x);
         let eager = janus::with_mode(Mode::Eager, || outputs(&net, &x));
-        assert_eq!(staged.to_vec::<f32>(), eager.to_vec::<f32>(), "eval mode replayed the train graph");
+        // The train graph scales the hidden layer by 0.5: replaying it here would be far off.
+        assert_close(&staged, &eager, "eval mode");
     }
     // The eval-mode calls compiled a graph of their own (a second key) and replayed it.
     assert_eq!(variants("outputs"), train_variants + 1, "{}", janus::explain());
@@ -73,7 +81,7 @@ fn eval_after_train_gets_its_own_key_and_eager_results() {
     net.train();
     let staged = outputs(&net, &x);
     let eager = janus::with_mode(Mode::Eager, || outputs(&net, &x));
-    assert_eq!(staged.to_vec::<f32>(), eager.to_vec::<f32>());
+    assert_close(&staged, &eager, "train mode again");
     assert_eq!(variants("outputs"), train_variants + 1);
 }
 

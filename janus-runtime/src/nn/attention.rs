@@ -10,6 +10,13 @@ use crate::module::impl_module;
 /// `out_proj` (a [`Linear`], its bias zeroed), as in PyTorch, so checkpoints line up.
 /// `dropout` applies to the attention weights in train mode.
 ///
+/// The key part of `in_proj_bias` (`[E..2E]`) is kept, for checkpoints, but not added: it
+/// adds `q . b_k` to every score of a query's row, which the softmax cancels exactly, so its
+/// true gradient is zero. Adding it would hand the optimiser rounding noise instead (what
+/// PyTorch computes), which Adam, dividing by the gradient's own magnitude, turns into
+/// `lr`-sized steps that differ between any two summation orders. Here its gradient is
+/// exactly zero, and outputs equal PyTorch's up to rounding.
+///
 /// ```
 /// use janus_runtime::{Tensor, nn};
 /// let mha = nn::MultiheadAttention::new(16, 4);
@@ -71,7 +78,7 @@ impl MultiheadAttention {
     /// queries, keys and values.
     #[track_caller]
     pub fn self_attention(&self, x: &Tensor, causal: bool) -> Tensor {
-        let qkv = x.matmul(&self.in_proj_weight.t()) + &self.in_proj_bias;
+        let qkv = x.matmul(&self.in_proj_weight.t()) + self.bias_without_key();
         let [q, k, v] = qkv.chunk::<3>(2);
         let mask = causal.then(|| Self::causal_mask(x.dims()[1]));
         self.attend(&q, &k, &v, mask.as_ref())
@@ -82,10 +89,17 @@ impl MultiheadAttention {
     #[track_caller]
     pub fn forward(&self, query: &Tensor, key: &Tensor, value: &Tensor, attn_mask: Option<&Tensor>) -> Tensor {
         let e = query.dims()[2];
-        let proj = |x: &Tensor, i: usize| {
-            x.matmul(&self.in_proj_weight.narrow(0, i * e, e).t()) + self.in_proj_bias.narrow(0, i * e, e)
-        };
-        self.attend(&proj(query, 0), &proj(key, 1), &proj(value, 2), attn_mask)
+        let proj = |x: &Tensor, i: usize| x.matmul(&self.in_proj_weight.narrow(0, i * e, e).t());
+        let bias = |i: usize| self.in_proj_bias.narrow(0, i * e, e);
+        // No key bias: see the type's docs.
+        self.attend(&(proj(query, 0) + bias(0)), &proj(key, 1), &(proj(value, 2) + bias(2)), attn_mask)
+    }
+
+    /// `in_proj_bias` with its key part zeroed (not added, so its gradient is exactly zero).
+    fn bias_without_key(&self) -> Tensor {
+        let e = self.in_proj_bias.dims()[0] / 3;
+        let b = &self.in_proj_bias;
+        Tensor::cat(&[&b.narrow(0, 0, e), &Tensor::zeros_dtype([e], b.dtype()), &b.narrow(0, 2 * e, e)], 0)
     }
 
     /// Attention of projected `q`, `k`, `v`, then the output projection.
