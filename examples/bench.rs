@@ -353,7 +353,11 @@ fn cnn_step(repeats: usize, steps: usize) -> Vec<Row> {
             next += 1;
         }
     });
-    vec![Row { workload: "CNN", metric: "training step (batch 64), ms", values: [Some(e), Some(j), Some(jn), Some(c)] }]
+    vec![Row {
+        workload: "CNN",
+        metric: "training step (batch 64), ms",
+        values: [Some(e), Some(j), Some(jn), Some(c)],
+    }]
 }
 
 /// The refbench Transformer step (V=65, T=64, B=32, d=128, 4 heads, ff 512, 2 pre-norm layers,
@@ -390,8 +394,9 @@ fn transformer_step(repeats: usize, steps: usize) -> Vec<Row> {
 /// 2-128-128-{2,1}, two Adams); `scripts/gan_torch.py` is its PyTorch peer.
 fn gan_step(repeats: usize, steps: usize) -> Vec<Row> {
     janus::manual_seed(0);
-    let data: Vec<(Tensor, Tensor, Tensor)> =
-        (0..8).map(|_| (gan::real_batch(gan::BATCH), gan::noise(gan::BATCH), gan::noise(gan::BATCH))).collect();
+    let data: Vec<(Tensor, Tensor, Tensor)> = (0..8)
+        .map(|_| (gan::real_batch(gan::BATCH), gan::noise(gan::BATCH), gan::noise(gan::BATCH)))
+        .collect();
     let (g0, d0) = gan::models(gan::HIDDEN);
     let mut learners: Vec<_> = (0..4)
         .map(|_| {
@@ -411,7 +416,11 @@ fn gan_step(repeats: usize, steps: usize) -> Vec<Row> {
             next += 1;
         }
     });
-    vec![Row { workload: "GAN", metric: "D + G step (batch 256), ms", values: [Some(e), Some(j), Some(jn), Some(c)] }]
+    vec![Row {
+        workload: "GAN",
+        metric: "D + G step (batch 256), ms",
+        values: [Some(e), Some(j), Some(jn), Some(c)],
+    }]
 }
 
 /// A small LSTM forward whose time loop `#[janus]` unrolls into one block.

@@ -186,10 +186,17 @@ fn main() {
     println!("training loss, last {} steps: {:.4}", last.len(), last.iter().sum::<f32>() / last.len() as f32);
     let train_idx: Vec<usize> = (0..2000.min(train.len())).collect();
     let train_acc = {
-        let sub = Digits { images: train.images[..train_idx.len() * 784].to_vec(), labels: train.labels[..train_idx.len()].to_vec() };
+        let sub = Digits {
+            images: train.images[..train_idx.len() * 784].to_vec(),
+            labels: train.labels[..train_idx.len()].to_vec(),
+        };
         accuracy(&mut m, &sub)
     };
-    println!("training accuracy (first {} training digits, eval mode): {:.2}%", train_idx.len(), 100.0 * train_acc);
+    println!(
+        "training accuracy (first {} training digits, eval mode): {:.2}%",
+        train_idx.len(),
+        100.0 * train_acc
+    );
     println!("held-out accuracy (unseen fonts, eval mode): {:.2}%", 100.0 * final_acc);
     println!(
         "throughput: {:.1} steps/s, {:.0} images/s; median step {:.2} ms; wall {wall:.1} s (evaluations included)",

@@ -30,7 +30,10 @@ use transformer_lm::{B, CharTransformer, T};
 
 /// Trains a character Transformer on Cicero and reports the held-out loss.
 #[derive(Parser)]
-#[command(name = "transformer_lm", override_usage = "cargo run --release --example transformer_lm -- [OPTIONS]")]
+#[command(
+    name = "transformer_lm",
+    override_usage = "cargo run --release --example transformer_lm -- [OPTIONS]"
+)]
 struct Cli {
     /// The mode to run in [default: JANUS_MODE, else janus].
     #[arg(long, value_enum)]
@@ -94,14 +97,21 @@ impl Rng {
 /// Mean loss over the held-out batches, in eval mode.
 fn heldout_loss(m: &mut CharTransformer, val: &[(Tensor, Tensor)]) -> f32 {
     m.eval();
-    let l = no_grad(|| val.iter().map(|(x, y)| transformer_lm::eval_loss(m, x, y)).sum::<f32>()) / val.len() as f32;
+    let l = no_grad(|| val.iter().map(|(x, y)| transformer_lm::eval_loss(m, x, y)).sum::<f32>())
+        / val.len() as f32;
     m.train();
     l
 }
 
 /// `len` characters after `prompt`, sampled at `temperature` from the last `T` characters'
 /// context, in eval mode.
-fn generate(m: &mut CharTransformer, alphabet: &[char], prompt: &str, len: usize, temperature: f64) -> String {
+fn generate(
+    m: &mut CharTransformer,
+    alphabet: &[char],
+    prompt: &str,
+    len: usize,
+    temperature: f64,
+) -> String {
     m.eval();
     let mut ids: Vec<i64> =
         prompt.chars().map(|ch| alphabet.binary_search(&ch).unwrap_or(0) as i64).collect();

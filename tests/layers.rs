@@ -120,7 +120,12 @@ fn batch_norm_train_and_eval_by_hand() {
     ];
     assert_close(&vals(&y), &want, 1e-5, "train-mode output");
     assert_close(&vals(&bn.running_mean), &[0.4, 2.5], 1e-6, "running mean");
-    assert_close(&vals(&bn.running_var), &[0.9 + 0.1 * 20.0 / 3.0, 0.9 + 0.1 * 500.0 / 3.0], 1e-5, "running var");
+    assert_close(
+        &vals(&bn.running_var),
+        &[0.9 + 0.1 * 20.0 / 3.0, 0.9 + 0.1 * 500.0 / 3.0],
+        1e-5,
+        "running var",
+    );
     assert!(!bn.running_mean.needs_grad(), "running statistics carry no gradient");
     bn.eval();
     let y = bn.forward(&x);
@@ -177,8 +182,7 @@ fn attention_by_hand(m: &nn::MultiheadAttention, x: &Tensor, causal: bool) -> Te
         let (qh, kh, vh) = (q.narrow(2, h * dh, dh), k.narrow(2, h * dh, dh), v.narrow(2, h * dh, dh));
         let mut s = qh.matmul(&kh.transpose(1, 2)) / (dh as f64).sqrt();
         if causal {
-            let mask: Vec<f32> =
-                (0..t * t).map(|i| if i % t > i / t { -1e9 } else { 0.0 }).collect();
+            let mask: Vec<f32> = (0..t * t).map(|i| if i % t > i / t { -1e9 } else { 0.0 }).collect();
             s = s + Tensor::from_vec(mask, [t, t]);
         }
         outs.push(s.softmax(2).matmul(&vh));

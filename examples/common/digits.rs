@@ -76,7 +76,8 @@ fn bilinear(img: &[f32], w: usize, h: usize, x: f32, y: f32) -> f32 {
     let (x0, y0) = (x.floor() as usize, y.floor() as usize);
     let (fx, fy) = (x - x0 as f32, y - y0 as f32);
     let p = |xx: usize, yy: usize| img[yy * w + xx];
-    (p(x0, y0) * (1.0 - fx) + p(x0 + 1, y0) * fx) * (1.0 - fy) + (p(x0, y0 + 1) * (1.0 - fx) + p(x0 + 1, y0 + 1) * fx) * fy
+    (p(x0, y0) * (1.0 - fx) + p(x0 + 1, y0) * fx) * (1.0 - fy)
+        + (p(x0, y0 + 1) * (1.0 - fx) + p(x0 + 1, y0 + 1) * fx) * fy
 }
 
 /// SplitMix64, for reproducible distortions.

@@ -28,7 +28,15 @@ pub struct CharTransformer {
 
 impl CharTransformer {
     /// A model over `vocab` tokens and contexts up to `context`, in train mode.
-    pub fn new(vocab: usize, context: usize, d: usize, heads: usize, ff: usize, layers: usize, dropout: f64) -> Self {
+    pub fn new(
+        vocab: usize,
+        context: usize,
+        d: usize,
+        heads: usize,
+        ff: usize,
+        layers: usize,
+        dropout: f64,
+    ) -> Self {
         CharTransformer {
             tok: nn::Embedding::new(vocab, d),
             pos: nn::Embedding::new(context, d),

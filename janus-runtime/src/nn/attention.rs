@@ -87,7 +87,13 @@ impl MultiheadAttention {
     /// Attention of `query` (`[B, Tq, E]`) over `key` and `value` (`[B, Tk, E]`).
     /// `attn_mask` (`[Tq, Tk]` bool) hides the positions where it is `true`.
     #[track_caller]
-    pub fn forward(&self, query: &Tensor, key: &Tensor, value: &Tensor, attn_mask: Option<&Tensor>) -> Tensor {
+    pub fn forward(
+        &self,
+        query: &Tensor,
+        key: &Tensor,
+        value: &Tensor,
+        attn_mask: Option<&Tensor>,
+    ) -> Tensor {
         let e = query.dims()[2];
         let proj = |x: &Tensor, i: usize| x.matmul(&self.in_proj_weight.narrow(0, i * e, e).t());
         let bias = |i: usize| self.in_proj_bias.narrow(0, i * e, e);
@@ -108,7 +114,8 @@ impl MultiheadAttention {
         let tk = k.dims()[1];
         let (h, dh) = (self.num_heads, e / self.num_heads);
         // [B, T, E] -> [B * H, T, Dh]
-        let heads = |x: &Tensor, t: usize| x.reshape([b, t, h, dh]).permute(&[0, 2, 1, 3]).reshape([b * h, t, dh]);
+        let heads =
+            |x: &Tensor, t: usize| x.reshape([b, t, h, dh]).permute(&[0, 2, 1, 3]).reshape([b * h, t, dh]);
         let (q, k, v) = (heads(q, tq), heads(k, tk), heads(v, tk));
         let mut scores = q.matmul(&k.transpose(1, 2)) * (1.0 / (dh as f64).sqrt());
         if let Some(mask) = attn_mask {

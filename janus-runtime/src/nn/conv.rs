@@ -81,7 +81,12 @@ impl Conv2d {
     /// The convolution of `x` (`[N, in, H, W]`): `[N, out, H', W']`.
     #[track_caller]
     pub fn forward(&self, x: &Tensor) -> Tensor {
-        let opts = Conv2dOptions { stride: self.stride, padding: self.padding, dilation: self.dilation, groups: self.groups };
+        let opts = Conv2dOptions {
+            stride: self.stride,
+            padding: self.padding,
+            dilation: self.dilation,
+            groups: self.groups,
+        };
         x.conv2d(&self.weight, self.bias.as_ref(), opts)
     }
 }

@@ -40,7 +40,16 @@ pub struct TransformerEncoderLayer {
     pub dropout2: Dropout,
 }
 
-impl_module!(TransformerEncoderLayer { self_attn, linear1, linear2, norm1, norm2, dropout, dropout1, dropout2 });
+impl_module!(TransformerEncoderLayer {
+    self_attn,
+    linear1,
+    linear2,
+    norm1,
+    norm2,
+    dropout,
+    dropout1,
+    dropout2
+});
 
 impl TransformerEncoderLayer {
     /// A layer of width `d_model` with `nhead` heads, a `dim_feedforward` feed-forward block and
@@ -62,7 +71,9 @@ impl TransformerEncoderLayer {
     #[track_caller]
     pub fn forward(&self, x: &Tensor, causal: bool) -> Tensor {
         let x = x + self.dropout1.forward(&self.self_attn.self_attention(&self.norm1.forward(x), causal));
-        let ff = self.linear2.forward(&self.dropout.forward(&self.linear1.forward(&self.norm2.forward(&x)).gelu()));
+        let ff = self
+            .linear2
+            .forward(&self.dropout.forward(&self.linear1.forward(&self.norm2.forward(&x)).gelu()));
         &x + self.dropout2.forward(&ff)
     }
 }
