@@ -241,7 +241,7 @@ fn layer_norm_and_batch_norm_values() {
     let (y, m, v) = x.batch_norm(&rm, &rv, None, None, true, 0.1, 1e-5);
     // Channel 0: values 1 3 5 7, mean 4, biased var 5, unbiased 20/3.
     // Channel 1: values 0 0 4 8, mean 3, biased var 11, unbiased 44/3.
-    assert!(close(&m.to_vec::<f64>(), &[0.9 * 0.5 + 0.4, 0.9 * -1.0 + 0.3], 1e-12));
+    assert!(close(&m.to_vec::<f64>(), &[0.9 * 0.5 + 0.4, -0.9 + 0.3], 1e-12));
     assert!(close(&v.to_vec::<f64>(), &[0.9 * 2.0 + 0.1 * 20.0 / 3.0, 0.9 * 3.0 + 0.1 * 44.0 / 3.0], 1e-12));
     let yv = y.to_vec::<f64>();
     assert!(close(&[yv[0], yv[2]], &[-3.0 / 5.00001f64.sqrt(), -3.0 / 11.00001f64.sqrt()], 1e-12), "{yv:?}");
@@ -299,4 +299,28 @@ fn masks_triangles_and_batched_matmul() {
     let want = a.narrow(0, 1, 1).squeeze(0).matmul(&b);
     assert_eq!(y.narrow(0, 1, 1).squeeze(0).to_vec::<f64>(), want.to_vec::<f64>());
     assert_eq!(a.matmul(&seq(&[5, 7], 3)).dims(), &[2, 3, 4, 7]);
+}
+
+#[test]
+fn bad_shapes_name_the_op_the_shapes_and_the_caller() {
+    let message = |f: &dyn Fn()| {
+        let e = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_err();
+        e.downcast_ref::<String>().cloned().unwrap_or_default()
+    };
+    let x = Tensor::ones([2, 3, 5, 5]);
+    let line = line!() + 1;
+    let m = message(&|| drop(x.conv2d(&Tensor::ones([4, 2, 3, 3]), None, Default::default())));
+    assert!(
+        m.contains("janus::conv2d") && m.contains("[4, 2, 3, 3]") && m.contains(&format!("ops.rs:{line}")),
+        "{m}"
+    );
+    let m = message(&|| drop(x.conv2d(&Tensor::ones([4, 3, 7, 7]), None, Default::default())));
+    assert!(m.contains("conv2d") && m.contains("does not fit"), "{m}");
+    let m = message(&|| drop(x.layer_norm(&[4], None, None, 1e-5)));
+    assert!(m.contains("janus::layer_norm") && m.contains("[2, 3, 5, 5]"), "{m}");
+    let m =
+        message(&|| drop(x.batch_norm(&Tensor::zeros([2]), &Tensor::ones([3]), None, None, true, 0.1, 1e-5)));
+    assert!(m.contains("janus::batch_norm") && m.contains("running_mean [2]"), "{m}");
+    let m = message(&|| drop(Tensor::ones([3]).tril(0)));
+    assert!(m.contains("janus::tril"), "{m}");
 }

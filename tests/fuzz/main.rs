@@ -13,11 +13,11 @@
 mod program;
 
 use janus::prelude::*;
-use program::{Program, generate, inputs, run, without};
+use program::{Instr, Program, generate, inputs, run, without};
 
-/// Max error of `got` against `want`, relative to `want`'s largest magnitude (at least 1e-3);
+/// Max error of `got` against `want`, relative to `want`'s largest magnitude (at least `floor`);
 /// NaN must match NaN, infinities must match exactly, and zeros must have the same sign.
-fn error(got: &Tensor, want: &Tensor) -> Result<f64, String> {
+fn error(got: &Tensor, want: &Tensor, floor: f64) -> Result<f64, String> {
     if got.dims() != want.dims() || got.dtype() != want.dtype() {
         return Err(format!(
             "type {:?} {} vs eager {:?} {}",
@@ -28,7 +28,7 @@ fn error(got: &Tensor, want: &Tensor) -> Result<f64, String> {
         ));
     }
     let (g, w) = (got.to_vec::<f64>(), want.to_vec::<f64>());
-    let scale = w.iter().filter(|v| v.is_finite()).fold(1e-3f64, |m, v| m.max(v.abs()));
+    let scale = w.iter().filter(|v| v.is_finite()).fold(floor, |m, v| m.max(v.abs()));
     let mut worst: f64 = 0.0;
     for (a, b) in g.iter().zip(&w) {
         if a.is_nan() != b.is_nan() || (a.is_infinite() || b.is_infinite()) && a != b {
@@ -49,7 +49,11 @@ fn loss(outs: &[Tensor], dtype: DType) -> Option<Tensor> {
     let mut total: Option<Tensor> = None;
     for (k, o) in outs.iter().enumerate() {
         if o.dtype() == dtype && o.needs_grad() {
-            let w = Tensor::full_dtype(o.shape(), 0.5 + 0.25 * k as f64, dtype);
+            // Weights that vary across elements: under uniform ones the gradient of every
+            // normalisation (softmax, layer and batch norm) cancels to rounding noise.
+            let w: Vec<f64> =
+                (0..o.numel()).map(|i| 0.5 + 0.25 * k as f64 + 0.125 * (i % 5) as f64).collect();
+            let w = Tensor::from_vec(w, o.shape().clone()).to_dtype(dtype).to_device(o.device());
             let term = (o * &w).sum_all();
             total = Some(match total {
                 Some(t) => t + term,
@@ -64,6 +68,10 @@ fn loss(outs: &[Tensor], dtype: DType) -> Option<Tensor> {
 fn check(p: &Program) -> Result<(), String> {
     let tol = if p.dtype == DType::F64 { 1e-10 } else { 1e-5 };
     let grad_tol = if p.dtype == DType::F64 { 1e-9 } else { 1e-4 };
+    // A gradient that is zero in exact arithmetic (a constant shift before a softmax or a
+    // normalisation, which they ignore) is rounding noise of its terms, about 1e-7 in f32:
+    // relative to magnitudes of at least 1e-2, not 1e-3 (seeds 11879 and 19478).
+    let grad_floor = if p.dtype == DType::F64 { 1e-3 } else { 1e-2 };
     let ins = inputs(p);
     janus::manual_seed(7);
     let want = run(p, &ins);
@@ -77,7 +85,7 @@ fn check(p: &Program) -> Result<(), String> {
     janus::manual_seed(7);
     let got = traced.run(&ins); // replays
     for (k, (g, w)) in got.iter().zip(&want).enumerate() {
-        let e = error(g, w).map_err(|m| format!("output {k}: {m}"))?;
+        let e = error(g, w, 1e-3).map_err(|m| format!("output {k}: {m}"))?;
         if e > tol {
             return Err(format!("output {k}: relative error {e:e} > {tol:e}"));
         }
@@ -87,7 +95,7 @@ fn check(p: &Program) -> Result<(), String> {
         for (i, x) in ins.iter().enumerate() {
             match (gg.get(x), wg.get(x)) {
                 (Some(a), Some(b)) => {
-                    let e = error(a, b).map_err(|m| format!("gradient of input {i}: {m}"))?;
+                    let e = error(a, b, grad_floor).map_err(|m| format!("gradient of input {i}: {m}"))?;
                     if e > grad_tol {
                         return Err(format!("gradient of input {i}: relative error {e:e} > {grad_tol:e}"));
                     }
@@ -146,10 +154,11 @@ fn compiled_programs_match_eager() {
     let hook = std::panic::take_hook();
     std::panic::set_hook(Box::new(|_| {}));
     let mut failures = Vec::new();
-    let mut ops = 0;
+    let (mut ops, mut nn_ops) = (0, 0);
     for &seed in &seeds {
         let p = generate(seed);
         ops += p.instrs.len();
+        nn_ops += p.instrs.iter().filter(|i| matches!(i, Instr::Nn(..))).count();
         if let Err(why) = check_caught(&p) {
             let small = shrink(p);
             let again = check_caught(&small).err().unwrap_or(why);
@@ -166,5 +175,5 @@ fn compiled_programs_match_eager() {
         failures.len(),
         failures.join("\n\n")
     );
-    println!("{} programs, {ops} instructions: compiled == eager", seeds.len());
+    println!("{} programs, {ops} instructions ({nn_ops} of the nn ops): compiled == eager", seeds.len());
 }

@@ -1,6 +1,9 @@
 //! Random well-typed tensor programs for the differential fuzz test: a generator, an
 //! interpreter, and a shrinker.
 
+#[path = "nn.rs"]
+mod nn;
+
 use janus::prelude::*;
 use std::cell::Cell;
 use std::fmt;
@@ -78,6 +81,8 @@ pub enum Instr {
     Mse(usize, usize),
     Randn(Vec<usize>),
     Const(Vec<usize>, u64),
+    /// An issue-15 op (`nn.rs`) over operand values.
+    Nn(nn::NnOp, Vec<usize>),
 }
 
 /// A program: inputs (shape, requires grad), instructions, outputs.
@@ -107,7 +112,7 @@ impl fmt::Debug for Program {
 /// Values compiled graphs must reproduce exactly, sign of zero included.
 const SPECIAL: [f64; 5] = [0.0, -0.0, f64::INFINITY, f64::NEG_INFINITY, f64::NAN];
 
-fn values(shape: &[usize], seed: u64, dtype: DType, special: bool) -> Tensor {
+pub fn values(shape: &[usize], seed: u64, dtype: DType, special: bool) -> Tensor {
     let mut r = Rng::new(seed);
     let n: usize = shape.iter().product();
     let v: Vec<f64> = (0..n)
@@ -245,6 +250,9 @@ fn apply(dtype: DType, special: bool, ins: &Instr, v: &[Tensor]) -> Tensor {
         Instr::Mse(a, b) => v[*a].mse(&v[*b]),
         Instr::Randn(s) => Tensor::randn_on(s.clone(), dtype, device()),
         Instr::Const(s, seed) => values(s, *seed, dtype, special),
+        Instr::Nn(op, args) => {
+            nn::apply(dtype, special, op, &args.iter().map(|&k| &v[k]).collect::<Vec<_>>())
+        }
     }
 }
 
@@ -303,7 +311,8 @@ fn propose(r: &mut Rng, v: &[Tensor], dtype: DType) -> Option<Instr> {
     let s = x.dims().to_vec();
     let rank = s.len();
     let dim = if rank > 0 { Some(r.below(rank)) } else { None };
-    Some(match r.below(24) {
+    Some(match r.below(27) {
+        24..=26 => return nn::propose(r, v, dtype, a),
         0..=3 => Instr::Unary(
             r.pick(&[
                 "neg",
@@ -508,6 +517,7 @@ fn operands(ins: &Instr) -> Vec<usize> {
         }
         Instr::Cat(a, b, _) | Instr::Stack(a, b, _) => vec![*a, *b],
         Instr::Where(c, a, b) => vec![*c, *a, *b],
+        Instr::Nn(_, args) => args.clone(),
         Instr::Randn(_) | Instr::Const(..) => vec![],
     }
 }
@@ -539,6 +549,7 @@ fn renumber(ins: &mut Instr, f: &dyn Fn(usize) -> usize) {
             *a = f(*a);
             *b = f(*b);
         }
+        Instr::Nn(_, args) => args.iter_mut().for_each(|a| *a = f(*a)),
         Instr::Randn(_) | Instr::Const(..) => {}
     }
 }

@@ -43,8 +43,8 @@ impl Tensor {
     ///
     /// # Examples
     /// ```
-    /// # use janus::prelude::*;
-    /// # use janus::Conv2dOptions;
+    /// # use janus_runtime::{DType, Tensor};
+    /// # use janus_runtime::Conv2dOptions;
     /// let x = Tensor::ones([1, 1, 3, 3]);
     /// let w = Tensor::ones([1, 1, 2, 2]);
     /// let y = x.conv2d(&w, None, Conv2dOptions { padding: [1, 1], ..Default::default() });
@@ -91,11 +91,14 @@ impl Tensor {
         } else {
             weight.reshape([g, out_ch / g, taps]).matmul(&col.reshape([g, taps, cols]))
         };
-        let y = y.reshape([out_ch, c[3], c[4], c[5]]).permute(&[1, 0, 2, 3]);
-        match bias {
-            Some(b) => y + b.reshape([1, out_ch, 1, 1]),
+        let y = y.reshape([out_ch, c[3], c[4], c[5]]);
+        // The bias joins before the transpose to [N, O, OH, OW], while both are dense; the
+        // result is made dense too (elementwise ops on the transposed view were ~10x slower).
+        let y = match bias {
+            Some(b) => y + b.reshape([out_ch, 1, 1, 1]),
             None => y,
-        }
+        };
+        y.permute(&[1, 0, 2, 3]).contiguous()
     }
 
     /// Checks a pooling call and unfolds the windows as `[C, kh * kw, N * OH * OW]`; returns
@@ -137,7 +140,7 @@ impl Tensor {
     ///
     /// # Examples
     /// ```
-    /// # use janus::prelude::*;
+    /// # use janus_runtime::{DType, Tensor};
     /// let x = Tensor::from_vec((0..16).map(|v| v as f32).collect::<Vec<_>>(), [1, 1, 4, 4]);
     /// assert_eq!(x.max_pool2d([2, 2], [2, 2], [0, 0]).to_vec::<f32>(), [5.0, 7.0, 13.0, 15.0]);
     /// ```
@@ -148,7 +151,7 @@ impl Tensor {
             self.pool_windows("max_pool2d", kernel, stride, padding, f64::NEG_INFINITY);
         let _ctx = Composite::enter("max_pool2d");
         let at = col.argmax(1).unsqueeze(1);
-        col.gather(1, &at).reshape([c, n, oh, ow]).permute(&[1, 0, 2, 3])
+        col.gather(1, &at).reshape([c, n, oh, ow]).permute(&[1, 0, 2, 3]).contiguous()
     }
 
     /// 2-D average pooling of `[N, C, H, W]`: the mean of each `kernel` window, windows `stride`
@@ -157,7 +160,7 @@ impl Tensor {
     ///
     /// # Examples
     /// ```
-    /// # use janus::prelude::*;
+    /// # use janus_runtime::{DType, Tensor};
     /// let x = Tensor::ones([1, 1, 2, 2]);
     /// assert_eq!(x.avg_pool2d([2, 2], [2, 2], [1, 1]).to_vec::<f32>(), [0.25; 4]);
     /// ```
@@ -166,6 +169,7 @@ impl Tensor {
     pub fn avg_pool2d(&self, kernel: [usize; 2], stride: [usize; 2], padding: [usize; 2]) -> Tensor {
         let (col, [c, n, oh, ow]) = self.pool_windows("avg_pool2d", kernel, stride, padding, 0.0);
         let _ctx = Composite::enter("avg_pool2d");
-        (col.sum(1) * (1.0 / (kernel[0] * kernel[1]) as f64)).reshape([c, n, oh, ow]).permute(&[1, 0, 2, 3])
+        let mean = col.sum(1) * (1.0 / (kernel[0] * kernel[1]) as f64);
+        mean.reshape([c, n, oh, ow]).permute(&[1, 0, 2, 3]).contiguous()
     }
 }

@@ -38,7 +38,7 @@ impl Tensor {
     ///
     /// # Examples
     /// ```
-    /// # use janus::prelude::*;
+    /// # use janus_runtime::{DType, Tensor};
     /// let x = Tensor::from_vec(vec![1.0f64, 3.0], [1, 2]);
     /// assert_eq!(x.layer_norm(&[2], None, None, 0.0).to_vec::<f64>(), [-1.0, 1.0]);
     /// ```
@@ -87,7 +87,7 @@ impl Tensor {
     ///
     /// # Examples
     /// ```
-    /// # use janus::prelude::*;
+    /// # use janus_runtime::{DType, Tensor};
     /// let x = Tensor::from_vec(vec![1.0f64, 3.0], [2, 1]);
     /// let (mean, var) = (Tensor::zeros_dtype([1], DType::F64), Tensor::full_dtype([1], 1.0, DType::F64));
     /// let (y, m, v) = x.batch_norm(&mean, &var, None, None, true, 0.5, 0.0);
@@ -157,8 +157,8 @@ impl Tensor {
     ///
     /// # Examples
     /// ```
-    /// # use janus::prelude::*;
-    /// janus::manual_seed(0);
+    /// # use janus_runtime::{DType, Tensor};
+    /// janus_runtime::manual_seed(0);
     /// let y = Tensor::ones([1000]).dropout(0.5, true).to_vec::<f32>();
     /// assert!(y.iter().all(|&v| v == 0.0 || v == 2.0));
     /// ```
@@ -187,7 +187,7 @@ impl Tensor {
     ///
     /// # Examples
     /// ```
-    /// # use janus::prelude::*;
+    /// # use janus_runtime::{DType, Tensor};
     /// let x = Tensor::from_vec(vec![1.0f32, 2.0, 3.0], [3]);
     /// let m = Tensor::from_vec(vec![false, true, false], [3]);
     /// assert_eq!(x.masked_fill(&m, -1.0).to_vec::<f32>(), [1.0, -1.0, 3.0]);
@@ -195,8 +195,7 @@ impl Tensor {
     #[track_caller]
     pub fn masked_fill(&self, mask: &Tensor, value: f64) -> Tensor {
         if mask.dtype() != DType::Bool
-            || !crate::broadcast_shapes(self.dims(), mask.dims())
-                .is_some_and(|s| s.0.as_slice() == self.dims())
+            || crate::broadcast_shapes(self.dims(), mask.dims()).is_none_or(|s| s.0.as_slice() != self.dims())
         {
             bail!(
                 "masked_fill",
@@ -230,7 +229,7 @@ impl Tensor {
     ///
     /// # Examples
     /// ```
-    /// # use janus::prelude::*;
+    /// # use janus_runtime::{DType, Tensor};
     /// let x = Tensor::ones([2, 2]);
     /// assert_eq!(x.tril(0).to_vec::<f32>(), [1.0, 0.0, 1.0, 1.0]);
     /// ```
@@ -246,7 +245,7 @@ impl Tensor {
     ///
     /// # Examples
     /// ```
-    /// # use janus::prelude::*;
+    /// # use janus_runtime::{DType, Tensor};
     /// let x = Tensor::ones([2, 2]);
     /// assert_eq!(x.triu(1).to_vec::<f32>(), [0.0, 1.0, 0.0, 0.0]);
     /// ```

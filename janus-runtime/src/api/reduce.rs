@@ -141,7 +141,7 @@ impl Tensor {
     ///
     /// # Examples
     /// ```
-    /// # use janus::prelude::*;
+    /// # use janus_runtime::{DType, Tensor};
     /// let q = Tensor::ones([2, 4, 5, 8]); // [batch, heads, time, d]
     /// let k = Tensor::ones([2, 4, 5, 8]);
     /// assert_eq!(q.matmul(&k.transpose(-2, -1)).dims(), &[2, 4, 5, 5]);
