@@ -183,7 +183,7 @@ fn attention_by_hand(m: &nn::MultiheadAttention, x: &Tensor, causal: bool) -> Te
         let mut s = qh.matmul(&kh.transpose(1, 2)) / (dh as f64).sqrt();
         if causal {
             let mask: Vec<f32> = (0..t * t).map(|i| if i % t > i / t { -1e9 } else { 0.0 }).collect();
-            s = s + Tensor::from_vec(mask, [t, t]);
+            s += Tensor::from_vec(mask, [t, t]);
         }
         outs.push(s.softmax(2).matmul(&vh));
     }

@@ -47,7 +47,7 @@ impl MultiheadAttention {
     #[track_caller]
     pub fn new(embed_dim: usize, num_heads: usize) -> Self {
         assert!(
-            num_heads > 0 && embed_dim % num_heads == 0,
+            num_heads > 0 && embed_dim.is_multiple_of(num_heads),
             "janus::nn::MultiheadAttention: embed_dim {embed_dim} is not divisible by {num_heads} heads"
         );
         let xavier = (6.0 / (embed_dim + 3 * embed_dim) as f64).sqrt();

@@ -43,7 +43,7 @@ impl Conv2d {
     #[track_caller]
     pub fn with_groups(in_channels: usize, out_channels: usize, kernel: [usize; 2], groups: usize) -> Self {
         assert!(
-            groups > 0 && in_channels % groups == 0 && out_channels % groups == 0,
+            groups > 0 && in_channels.is_multiple_of(groups) && out_channels.is_multiple_of(groups),
             "janus::nn::Conv2d: {in_channels} in and {out_channels} out channels are not divisible by {groups} groups"
         );
         let fan_in = in_channels / groups * kernel[0] * kernel[1];
