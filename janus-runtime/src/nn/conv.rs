@@ -1,8 +1,9 @@
 //! `Conv2d`: 2-D convolution over `[N, C, H, W]` inputs.
 
 use super::uniform_param;
+use crate::Tensor;
+use crate::api::Conv2dOptions;
 use crate::module::impl_module;
-use crate::{Conv2dOptions, Tensor};
 
 /// A 2-D convolution, like `torch.nn.Conv2d`: `weight` is `[out, in / groups, kh, kw]` and
 /// `bias` `[out]`, both initialised uniformly in `±1/sqrt(fan_in)` (PyTorch's

@@ -163,12 +163,6 @@ macro_rules! layer_module {
 layer_module!(Linear(0), Conv2d(1), BatchNorm2d(2), LayerNorm(3), Dropout(4), MaxPool2d(5), AvgPool2d(6);
     Relu(7), Gelu(8), Tanh(9), Sigmoid(10), Flatten(11));
 
-impl crate::rt::Input for Layer {
-    fn probe(&self, p: &mut crate::rt::Prober) {
-        p.module(self);
-    }
-}
-
 macro_rules! layer_from {
     ($($v:ident),*) => {$(
         impl From<$v> for Layer {
