@@ -10,26 +10,39 @@
 //! cargo run --release --example bench              # full run (under a minute)
 //! cargo run --release --example bench -- --quick   # a smoke run (CI)
 //! cargo run --release --example bench -- --only cartpole
+//! cargo run --release --example bench -- --only cnn      # also: transformer, gan
 //! cargo run --release --example bench -- --only mlp     # the README's MLP step, speculated vs not
 //! cargo run --release --example bench -- --only unroll  # what unrolling a loop costs to compile
 //! cargo run --release --example bench -- --only hit     # the cost of one replay of a tiny block
 //! ```
 //!
 //! The LSTM step is the `shared/refbench` workload (T=32, B=32, V=65, H=128, plain SGD lr 0.1);
-//! CartPole and TreeRNN are the `cartpole` and `tree_rnn` examples' programs.
+//! CartPole and TreeRNN are the `cartpole` and `tree_rnn` examples' programs. The CNN and
+//! Transformer steps are `shared/refbench/models_torch.py`'s workloads C and D (the `cnn` and
+//! `transformer_lm` examples' models at the refbench sizes); GAN is the `gan` example's step.
 
+#[path = "common/bench_costs.rs"]
+mod bench_costs;
 #[path = "common/bench_cuda.rs"]
 mod bench_cuda;
+#[path = "common/bench_models.rs"]
+mod bench_models;
 #[path = "common/cartpole.rs"]
 mod cartpole;
 #[path = "common/cli.rs"]
 mod cli;
+#[path = "common/cnn.rs"]
+mod cnn;
+#[path = "common/gan.rs"]
+mod gan;
 #[path = "common/lstm_lm.rs"]
 mod lstm_lm;
 #[path = "common/median.rs"]
 mod median;
 #[path = "common/peak.rs"]
 mod peak;
+#[path = "common/transformer_lm.rs"]
+mod transformer_lm;
 #[path = "common/tree_rnn.rs"]
 mod tree_rnn;
 
@@ -326,96 +339,6 @@ fn tree(repeats: usize, steps: usize) -> Vec<Row> {
     }]
 }
 
-/// A small LSTM forward whose time loop `#[janus]` unrolls into one block.
-#[allow(clippy::needless_range_loop)]
-#[janus]
-fn unrolled_lstm(wx: &Tensor, wh: &Tensor, b: &Tensor, xs: &[Tensor]) -> Tensor {
-    let (bsz, hid) = (xs[0].dims()[0], wh.dims()[0]);
-    let mut h = Tensor::zeros([bsz, hid]);
-    let mut c = Tensor::zeros([bsz, hid]);
-    for t in 0..xs.len() {
-        let g = xs[t].matmul(wx) + h.matmul(wh) + b;
-        let [i, f, gg, o] = g.chunk::<4>(1);
-        c = f.sigmoid() * &c + i.sigmoid() * gg.tanh();
-        h = o.sigmoid() * c.tanh();
-    }
-    h
-}
-
-/// What unrolling costs as the trip count grows: forward + backward of [`unrolled_lstm`]
-/// (B=8, input 16, H=32) per sequence length, eager against janus, including janus's first
-/// calls (two profiled runs, then the forward compile; the backward graph compiles on the
-/// first replay that needs it).
-fn unroll_cost(lengths: &[usize]) {
-    janus::manual_seed(0);
-    let wx = Tensor::randn([16, 128]).requires_grad();
-    let wh = Tensor::randn([32, 128]).requires_grad();
-    let b = Tensor::zeros([128]).requires_grad();
-    let step = |xs: &[Tensor]| {
-        let g = unrolled_lstm(&wx, &wh, &b, xs).sum_all().backward();
-        _ = g.get(&wx).unwrap().to_vec::<f32>();
-    };
-    println!(
-        "\n| time steps | eager, ms/step | janus first 3 steps, ms | janus steady, ms/step | speed-up | forward compile, ms |"
-    );
-    println!("|---:|---:|---:|---:|---:|---:|");
-    for &t in lengths {
-        let xs: Vec<Tensor> = (0..t).map(|_| Tensor::randn([8, 16])).collect();
-        let compiled = || janus::stats().function("unrolled_lstm").map(|f| f.compile_ms).sum::<f64>();
-        let mut eager: Vec<f64> =
-            (0..5).map(|_| janus::with_mode(Mode::Eager, || timed(1e3, || step(&xs)))).collect();
-        let before = compiled();
-        let first: f64 = (0..3).map(|_| timed(1e3, || step(&xs))).sum();
-        let compile = compiled() - before;
-        let mut steady: Vec<f64> = (0..5).map(|_| timed(1e3, || step(&xs))).collect();
-        let (e, j) = (median(&mut eager), median(&mut steady));
-        println!("| {t} | {e:.2} | {first:.1} | {j:.2} | {:.2}x | {compile:.1} |", e / j);
-    }
-}
-
-/// The smallest block worth staging: what a hit costs beyond its two tiny kernels.
-#[janus(min_ops = 1)]
-fn tiny(x: &Tensor) -> Tensor {
-    let y = x * 2.0 + 1.0;
-    y
-}
-
-/// Nanoseconds per call of [`tiny`] on a one-element tensor (median of 15 blocks of 200k
-/// calls) and of CartPole's `act` (15 blocks of 50k calls), eager and replayed: the cost of
-/// the hit path.
-fn hit_cost() {
-    let x = Tensor::ones([1]);
-    for _ in 0..4 {
-        tiny(&x); // recorded, compiled, first replays
-    }
-    let per_call = |mode: Mode| {
-        let mut blocks: Vec<f64> = (0..15)
-            .map(|_| {
-                janus::with_mode(mode, || timed(1e9, || (0..200_000).for_each(|_| _ = tiny(&x)))) / 200_000.0
-            })
-            .collect();
-        median(&mut blocks)
-    };
-    let (e, j) = (per_call(Mode::Eager), per_call(Mode::Janus));
-    // `act` of the CartPole example: batch-1 inference and sampling, one replay per call.
-    let policy = cartpole::Policy::new();
-    let obs = Tensor::from_vec(vec![0.01f32, -0.02, 0.03, 0.01], [1, 4]);
-    let act_ns = |mode: Mode| {
-        let mut blocks: Vec<f64> = (0..15)
-            .map(|_| {
-                janus::with_mode(mode, || {
-                    timed(1e9, || (0..50_000).for_each(|_| _ = no_grad(|| cartpole::act(&policy, &obs))))
-                }) / 50_000.0
-            })
-            .collect();
-        median(&mut blocks)
-    };
-    let (ae, aj) = (act_ns(Mode::Eager), act_ns(Mode::Janus));
-    println!("\n| block | eager, ns/call | janus (replay), ns/call |\n|---|---:|---:|");
-    println!("| `x * 2.0 + 1.0`, 1 element | {e:.0} | {j:.0} |");
-    println!("| CartPole `act` (batch-1 inference and sampling, no environment) | {ae:.0} | {aj:.0} |");
-}
-
 /// Eager vs janus vs check mode on the examples' workloads: medians of interleaved repeats.
 #[derive(Parser)]
 #[command(name = "bench", override_usage = "cargo run --release --example bench -- [OPTIONS]")]
@@ -423,7 +346,8 @@ struct Cli {
     /// A few iterations only (a smoke test).
     #[arg(long)]
     quick: bool,
-    /// One measurement only; without it, the LSTM, MLP, CartPole and TreeRNN workloads.
+    /// One measurement only; without it, the LSTM, MLP, CartPole, TreeRNN, CNN, Transformer and
+    /// GAN workloads.
     #[arg(long, value_enum)]
     only: Option<Workload>,
     #[command(flatten)]
@@ -441,6 +365,12 @@ enum Workload {
     Cartpole,
     /// The TreeRNN training step.
     Tree,
+    /// The refbench CNN training step (the `cnn` example's model).
+    Cnn,
+    /// The refbench Transformer training step (the `transformer_lm` example's model).
+    Transformer,
+    /// The `gan` example's discriminator and generator steps.
+    Gan,
     /// What unrolling a loop costs to compile.
     Unroll,
     /// The cost of one replay of a tiny block.
@@ -454,13 +384,13 @@ fn main() {
         bench_cuda::run(d, quick);
         return;
     }
-    // Without `--only`: the three workloads (not the unrolling or replay costs).
+    // Without `--only`: every workload (not the unrolling or replay costs).
     let run = |w: Workload| match args.only {
         Some(only) => only == w,
         None => !matches!(w, Workload::Unroll | Workload::Hit),
     };
     if run(Workload::Hit) {
-        hit_cost();
+        bench_costs::hit_cost();
         return;
     }
     let (repeats, scale) = if quick { (2, 1) } else { (9, 20) };
@@ -485,8 +415,20 @@ fn main() {
         workload("TreeRNN");
         rows.extend(tree(repeats, 2 * scale));
     }
+    if run(Workload::Cnn) {
+        workload("CNN");
+        rows.extend(bench_models::cnn_step(repeats, 2 * scale));
+    }
+    if run(Workload::Transformer) {
+        workload("Transformer");
+        rows.extend(bench_models::transformer_step(repeats, scale));
+    }
+    if run(Workload::Gan) {
+        workload("GAN");
+        rows.extend(bench_models::gan_step(repeats, 10 * scale));
+    }
     if run(Workload::Unroll) {
-        unroll_cost(if quick { &[8, 32] } else { &[32, 256, 1024] });
+        bench_costs::unroll_cost(if quick { &[8, 32] } else { &[32, 256, 1024] });
         return;
     }
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
@@ -562,7 +504,7 @@ fn main() {
         peak_table(&rows);
     }
     if args.only.is_none() && !quick {
-        hit_cost();
+        bench_costs::hit_cost();
     }
 }
 

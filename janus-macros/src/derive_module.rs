@@ -15,18 +15,20 @@ pub(crate) fn expand(input: &DeriveInput) -> syn::Result<TokenStream> {
         p.bounds.push(syn::parse_quote!(::janus::Module));
     }
     let (impl_g, ty_g, where_g) = generics.split_for_impl();
-    let (visit, visit_mut, map, unflatten, prepare) = match &input.data {
+    let (visit, visit_mut, map, unflatten, prepare, training) = match &input.data {
         Data::Struct(s) => {
             check_fields(&s.fields)?;
             let (pat, names) = destructure(&s.fields);
-            let body = bodies(&s.fields, &names);
+            let body = bodies(&s.fields, &names)?;
             let (v, vm, m, u, p) = (&body.visit, &body.visit_mut, &body.map, &body.unflatten, &body.prepare);
+            let t = &body.training;
             (
                 quote! { let Self #pat = self; #v },
                 quote! { let Self #pat = self; #vm },
                 quote! { let Self #pat = self; Self #m },
                 quote! { Self #u },
                 quote! { let Self #pat = self; #p },
+                quote! { let Self #pat = self; #t },
             )
         }
         Data::Enum(e) => {
@@ -39,14 +41,16 @@ pub(crate) fn expand(input: &DeriveInput) -> syn::Result<TokenStream> {
             if let Some(e) = errors {
                 return Err(e);
             }
-            let (mut visit, mut visit_mut, mut map, mut unflatten, mut prepare) =
-                (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+            let (mut visit, mut visit_mut, mut map, mut unflatten, mut prepare, mut training) =
+                (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
             for (i, v) in e.variants.iter().enumerate() {
                 let ident = &v.ident;
                 let idx = i as u32;
                 let (pat, names) = destructure(&v.fields);
-                let body = bodies(&v.fields, &names);
+                let body = bodies(&v.fields, &names)?;
                 let (bv, bvm, bm, bu) = (&body.visit, &body.visit_mut, &body.map, &body.unflatten);
+                let bt = &body.training;
+                training.push(quote! { Self::#ident #pat => { #bt } });
                 visit.push(quote! { Self::#ident #pat => {
                     __v.constant(::janus::module::ConstLeaf::Variant(#idx));
                     #bv
@@ -66,6 +70,7 @@ pub(crate) fn expand(input: &DeriveInput) -> syn::Result<TokenStream> {
                     other => ::core::panic!("janus internal error: no variant for leaf {:?}", other),
                 } },
                 quote! { match self { #(#prepare)* } },
+                quote! { match self { #(#training)* } },
             )
         }
         Data::Union(u) => {
@@ -93,6 +98,9 @@ pub(crate) fn expand(input: &DeriveInput) -> syn::Result<TokenStream> {
             }
             fn prepare_load(&mut self, __s: &mut ::janus::module::SavedTensors<'_>) {
                 #prepare
+            }
+            fn set_training(&mut self, __t: bool) {
+                #training
             }
         }
         #[automatically_derived]
@@ -153,17 +161,41 @@ struct Bodies {
     map: TokenStream,
     unflatten: TokenStream,
     prepare: TokenStream,
+    training: TokenStream,
+}
+
+/// Whether a field carries `#[module(training)]`: the struct's own train/eval flag, which
+/// `set_training` assigns (it must be a `bool`).
+fn is_training_flag(f: &syn::Field) -> syn::Result<bool> {
+    let mut flag = false;
+    for attr in f.attrs.iter().filter(|a| a.path().is_ident("module")) {
+        attr.parse_nested_meta(|meta| {
+            if meta.path.is_ident("training") {
+                flag = true;
+                Ok(())
+            } else {
+                Err(meta.error("expected `#[module(training)]`"))
+            }
+        })?;
+    }
+    Ok(flag)
 }
 
 /// Per-field calls, spanned on each field's type so an unsupported type is reported there.
-fn bodies(fields: &Fields, names: &[syn::Ident]) -> Bodies {
+fn bodies(fields: &Fields, names: &[syn::Ident]) -> syn::Result<Bodies> {
     let mut visit = Vec::new();
     let mut visit_mut = Vec::new();
     let mut map = Vec::new();
     let mut unflatten = Vec::new();
     let mut prepare = Vec::new();
+    let mut training = Vec::new();
     for (i, (f, b)) in fields.iter().zip(names).enumerate() {
         let span = f.ty.span();
+        if is_training_flag(f)? {
+            training.push(quote_spanned! {span=> *#b = __t; });
+        } else {
+            training.push(quote_spanned! {span=> ::janus::Module::set_training(#b, __t); });
+        }
         let segment = match &f.ident {
             Some(id) => {
                 let s = id.to_string();
@@ -195,13 +227,14 @@ fn bodies(fields: &Fields, names: &[syn::Ident]) -> Bodies {
         Fields::Unit => quote! {},
     };
     let (map, unflatten) = (construct(&map), construct(&unflatten));
-    Bodies {
+    Ok(Bodies {
         visit: quote! { #(#visit)* },
         visit_mut: quote! { #(#visit_mut)* },
         map,
         unflatten,
         prepare: quote! { #(#prepare)* },
-    }
+        training: quote! { #(#training)* },
+    })
 }
 
 #[cfg(test)]

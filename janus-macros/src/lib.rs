@@ -80,7 +80,7 @@ pub fn janus(args: TokenStream, item: TokenStream) -> TokenStream {
 /// float fields are constant leaves, enum variants are constant leaves, and fields of other
 /// module types (`Vec`, arrays, `Option`, `Box`, tuples, derived structs) are visited
 /// recursively. Type parameters get a `Module` bound.
-#[proc_macro_derive(Module)]
+#[proc_macro_derive(Module, attributes(module))]
 pub fn derive_module(input: TokenStream) -> TokenStream {
     let input = syn::parse_macro_input!(input as syn::DeriveInput);
     derive_module::expand(&input).unwrap_or_else(syn::Error::into_compile_error).into()

@@ -134,6 +134,29 @@ pub trait Module {
     /// it. `saved` answers by paths relative to this value. The default does nothing;
     /// containers and `#[derive(Module)]` pass the call on to their fields.
     fn prepare_load(&mut self, _saved: &mut SavedTensors<'_>) {}
+
+    /// Sets the train/eval mode flag of every layer inside this value, like PyTorch's
+    /// `module.train(mode)`. Layers that behave differently in the two modes
+    /// ([`nn::Dropout`](crate::nn::Dropout), [`nn::BatchNorm2d`](crate::nn::BatchNorm2d), and
+    /// the layers built from them) keep the flag in a `training: bool` field, which is a
+    /// constant leaf: the mode is part of every cache key, so a `#[janus]` step called in eval
+    /// mode after train mode compiles (or finds) a variant of its own and never replays the
+    /// train-mode graph. The default does nothing; containers and `#[derive(Module)]` pass the
+    /// call on to their fields, and a derived struct's own flag is a `bool` field marked
+    /// `#[module(training)]`.
+    fn set_training(&mut self, _training: bool) {}
+
+    /// Train mode (the default of every layer): dropout drops, batch norm normalises with the
+    /// batch's statistics and updates its running ones. `model.train()` in PyTorch.
+    fn train(&mut self) {
+        self.set_training(true);
+    }
+
+    /// Eval mode: dropout is the identity, batch norm uses its running statistics.
+    /// `model.eval()` in PyTorch.
+    fn eval(&mut self) {
+        self.set_training(false);
+    }
 }
 
 /// The tensors a checkpoint holds (dtype and shape by dotted path), as
@@ -254,6 +277,11 @@ impl<T: Module> Module for Vec<T> {
             saved.leave();
         }
     }
+    fn set_training(&mut self, training: bool) {
+        for x in self {
+            x.set_training(training);
+        }
+    }
     fn unflatten(leaves: &mut dyn Leaves) -> Self {
         let n = match leaves.constant() {
             ConstLeaf::Len(n) => n,
@@ -281,6 +309,11 @@ impl<T: Module, const N: usize> Module for [T; N] {
     }
     fn unflatten(leaves: &mut dyn Leaves) -> Self {
         std::array::from_fn(|_| T::unflatten(leaves))
+    }
+    fn set_training(&mut self, training: bool) {
+        for x in self {
+            x.set_training(training);
+        }
     }
     fn prepare_load(&mut self, saved: &mut SavedTensors<'_>) {
         for (i, x) in self.iter_mut().enumerate() {
@@ -317,6 +350,11 @@ impl<T: Module> Module for Option<T> {
             x.prepare_load(saved);
         }
     }
+    fn set_training(&mut self, training: bool) {
+        if let Some(x) = self {
+            x.set_training(training);
+        }
+    }
 }
 
 impl<T: Module> Module for Box<T> {
@@ -334,6 +372,9 @@ impl<T: Module> Module for Box<T> {
     }
     fn prepare_load(&mut self, saved: &mut SavedTensors<'_>) {
         (**self).prepare_load(saved);
+    }
+    fn set_training(&mut self, training: bool) {
+        (**self).set_training(training);
     }
 }
 
@@ -363,6 +404,9 @@ macro_rules! tuple_module {
                     saved.leave();
                 )+
             }
+            fn set_training(&mut self, training: bool) {
+                $( self.$i.set_training(training); )+
+            }
         }
     };
 }
@@ -375,12 +419,23 @@ tuple_module!(A 0, B 1, C 2, D 3, E 4, F 5);
 
 /// Implements [`Module`] for a struct from its field list (for the runtime's own layers and
 /// optimisers, which cannot use the derive macro from inside this crate). A struct with lazily
-/// created state names the method that creates it for [`Module::prepare_load`] after `;`.
+/// created state names the method that creates it for [`Module::prepare_load`] after `;`. A
+/// layer with a train/eval flag names that `bool` field after `training =`; the other fields
+/// get [`Module::set_training`] passed on.
 macro_rules! impl_module {
     ($ty:ident { $($field:ident),* $(,)? }) => {
         $crate::module::impl_module!($ty { $($field),* }; |_this, _saved| {});
     };
+    ($ty:ident { $($field:ident),* $(,)? }; training = $flag:ident) => {
+        $crate::module::impl_module!($ty { $($field),* }; |_this, _saved| {}; |this, training| {
+            this.$flag = training;
+        });
+    };
     ($ty:ident { $($field:ident),* $(,)? }; |$this:ident, $saved:ident| $prepare:block) => {
+        $crate::module::impl_module!($ty { $($field),* }; |$this, $saved| $prepare; |_this, _training| {});
+    };
+    ($ty:ident { $($field:ident),* $(,)? }; |$this:ident, $saved:ident| $prepare:block;
+     |$tthis:ident, $training:ident| $set:block) => {
         impl $crate::module::Module for $ty {
             fn visit(&self, v: &mut dyn $crate::module::Visitor) {
                 $(
@@ -406,6 +461,11 @@ macro_rules! impl_module {
                     $crate::module::Module::prepare_load(&mut self.$field, $saved);
                     $saved.leave();
                 )*
+            }
+            fn set_training(&mut self, $training: bool) {
+                $( $crate::module::Module::set_training(&mut self.$field, $training); )*
+                let $tthis = &mut *self;
+                $set
             }
         }
         impl $crate::rt::Input for $ty {

@@ -1,0 +1,95 @@
+//! The bench's fixed costs: what unrolling a loop costs to compile, and what one replay of a
+//! tiny block costs (the dispatch overhead).
+
+use super::{cartpole, median::median, timed};
+use janus::prelude::*;
+
+/// A small LSTM forward whose time loop `#[janus]` unrolls into one block.
+#[allow(clippy::needless_range_loop)]
+#[janus]
+fn unrolled_lstm(wx: &Tensor, wh: &Tensor, b: &Tensor, xs: &[Tensor]) -> Tensor {
+    let (bsz, hid) = (xs[0].dims()[0], wh.dims()[0]);
+    let mut h = Tensor::zeros([bsz, hid]);
+    let mut c = Tensor::zeros([bsz, hid]);
+    for t in 0..xs.len() {
+        let g = xs[t].matmul(wx) + h.matmul(wh) + b;
+        let [i, f, gg, o] = g.chunk::<4>(1);
+        c = f.sigmoid() * &c + i.sigmoid() * gg.tanh();
+        h = o.sigmoid() * c.tanh();
+    }
+    h
+}
+
+/// What unrolling costs as the trip count grows: forward + backward of [`unrolled_lstm`]
+/// (B=8, input 16, H=32) per sequence length, eager against janus, including janus's first
+/// calls (two profiled runs, then the forward compile; the backward graph compiles on the
+/// first replay that needs it).
+pub fn unroll_cost(lengths: &[usize]) {
+    janus::manual_seed(0);
+    let wx = Tensor::randn([16, 128]).requires_grad();
+    let wh = Tensor::randn([32, 128]).requires_grad();
+    let b = Tensor::zeros([128]).requires_grad();
+    let step = |xs: &[Tensor]| {
+        let g = unrolled_lstm(&wx, &wh, &b, xs).sum_all().backward();
+        _ = g.get(&wx).unwrap().to_vec::<f32>();
+    };
+    println!(
+        "\n| time steps | eager, ms/step | janus first 3 steps, ms | janus steady, ms/step | speed-up | forward compile, ms |"
+    );
+    println!("|---:|---:|---:|---:|---:|---:|");
+    for &t in lengths {
+        let xs: Vec<Tensor> = (0..t).map(|_| Tensor::randn([8, 16])).collect();
+        let compiled = || janus::stats().function("unrolled_lstm").map(|f| f.compile_ms).sum::<f64>();
+        let mut eager: Vec<f64> =
+            (0..5).map(|_| janus::with_mode(Mode::Eager, || timed(1e3, || step(&xs)))).collect();
+        let before = compiled();
+        let first: f64 = (0..3).map(|_| timed(1e3, || step(&xs))).sum();
+        let compile = compiled() - before;
+        let mut steady: Vec<f64> = (0..5).map(|_| timed(1e3, || step(&xs))).collect();
+        let (e, j) = (median(&mut eager), median(&mut steady));
+        println!("| {t} | {e:.2} | {first:.1} | {j:.2} | {:.2}x | {compile:.1} |", e / j);
+    }
+}
+
+/// The smallest block worth staging: what a hit costs beyond its two tiny kernels.
+#[janus(min_ops = 1)]
+fn tiny(x: &Tensor) -> Tensor {
+    let y = x * 2.0 + 1.0;
+    y
+}
+
+/// Nanoseconds per call of [`tiny`] on a one-element tensor (median of 15 blocks of 200k
+/// calls) and of CartPole's `act` (15 blocks of 50k calls), eager and replayed: the cost of
+/// the hit path.
+pub fn hit_cost() {
+    let x = Tensor::ones([1]);
+    for _ in 0..4 {
+        tiny(&x); // recorded, compiled, first replays
+    }
+    let per_call = |mode: Mode| {
+        let mut blocks: Vec<f64> = (0..15)
+            .map(|_| {
+                janus::with_mode(mode, || timed(1e9, || (0..200_000).for_each(|_| _ = tiny(&x)))) / 200_000.0
+            })
+            .collect();
+        median(&mut blocks)
+    };
+    let (e, j) = (per_call(Mode::Eager), per_call(Mode::Janus));
+    // `act` of the CartPole example: batch-1 inference and sampling, one replay per call.
+    let policy = cartpole::Policy::new();
+    let obs = Tensor::from_vec(vec![0.01f32, -0.02, 0.03, 0.01], [1, 4]);
+    let act_ns = |mode: Mode| {
+        let mut blocks: Vec<f64> = (0..15)
+            .map(|_| {
+                janus::with_mode(mode, || {
+                    timed(1e9, || (0..50_000).for_each(|_| _ = no_grad(|| cartpole::act(&policy, &obs))))
+                }) / 50_000.0
+            })
+            .collect();
+        median(&mut blocks)
+    };
+    let (ae, aj) = (act_ns(Mode::Eager), act_ns(Mode::Janus));
+    println!("\n| block | eager, ns/call | janus (replay), ns/call |\n|---|---:|---:|");
+    println!("| `x * 2.0 + 1.0`, 1 element | {e:.0} | {j:.0} |");
+    println!("| CartPole `act` (batch-1 inference and sampling, no environment) | {ae:.0} | {aj:.0} |");
+}
