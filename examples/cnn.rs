@@ -21,7 +21,10 @@ mod digits;
 mod median;
 #[path = "common/progress.rs"]
 mod progress;
+#[path = "common/run_mode.rs"]
+mod run_mode;
 
+use run_mode::RunMode;
 use std::time::Instant;
 
 use clap::Parser;
@@ -57,27 +60,6 @@ struct Cli {
     /// Where the loss/accuracy PNG goes; an empty value writes none.
     #[arg(long, value_name = "FILE", default_value = "target/cnn_training.png")]
     plot: String,
-}
-
-/// `--mode`.
-#[derive(clap::ValueEnum, Clone, Copy, Debug)]
-enum RunMode {
-    /// Op by op, with tape autograd.
-    Eager,
-    /// Cached compiled graphs.
-    Janus,
-    /// Compiled and eager side by side, panicking on the first mismatch.
-    Check,
-}
-
-impl RunMode {
-    fn mode(self) -> Mode {
-        match self {
-            RunMode::Eager => Mode::Eager,
-            RunMode::Janus => Mode::Janus,
-            RunMode::Check => Mode::Check,
-        }
-    }
 }
 
 /// Accuracy of `m` (in eval mode) on `data`, in batches of 500.

@@ -19,7 +19,10 @@ mod lstm_lm;
 mod median;
 #[path = "common/progress.rs"]
 mod progress;
+#[path = "common/run_mode.rs"]
+mod run_mode;
 
+use run_mode::RunMode;
 use std::time::Instant;
 
 use clap::Parser;
@@ -174,27 +177,6 @@ struct Cli {
     /// Where the loss-curve PNG goes; an empty value writes none.
     #[arg(long, value_name = "FILE", default_value = "target/lstm_charlm_loss.png")]
     plot: String,
-}
-
-/// `--mode`.
-#[derive(clap::ValueEnum, Clone, Copy, Debug)]
-enum RunMode {
-    /// Op by op, with tape autograd.
-    Eager,
-    /// Cached compiled graphs.
-    Janus,
-    /// Compiled and eager side by side, panicking on the first mismatch.
-    Check,
-}
-
-impl RunMode {
-    fn mode(self) -> Mode {
-        match self {
-            RunMode::Eager => Mode::Eager,
-            RunMode::Janus => Mode::Janus,
-            RunMode::Check => Mode::Check,
-        }
-    }
 }
 
 /// `--optim`.

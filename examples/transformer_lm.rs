@@ -16,9 +16,12 @@ mod cli;
 mod median;
 #[path = "common/progress.rs"]
 mod progress;
+#[path = "common/run_mode.rs"]
+mod run_mode;
 #[path = "common/transformer_lm.rs"]
 mod transformer_lm;
 
+use run_mode::RunMode;
 use std::time::Instant;
 
 use clap::Parser;
@@ -59,27 +62,6 @@ struct Cli {
     /// Where the loss-curve PNG goes; an empty value writes none.
     #[arg(long, value_name = "FILE", default_value = "target/transformer_lm_loss.png")]
     plot: String,
-}
-
-/// `--mode`.
-#[derive(clap::ValueEnum, Clone, Copy, Debug)]
-enum RunMode {
-    /// Op by op, with tape autograd.
-    Eager,
-    /// Cached compiled graphs.
-    Janus,
-    /// Compiled and eager side by side, panicking on the first mismatch.
-    Check,
-}
-
-impl RunMode {
-    fn mode(self) -> Mode {
-        match self {
-            RunMode::Eager => Mode::Eager,
-            RunMode::Janus => Mode::Janus,
-            RunMode::Check => Mode::Check,
-        }
-    }
 }
 
 /// SplitMix64, for batch offsets.
