@@ -13,6 +13,8 @@
 
 #[path = "common/cli.rs"]
 mod cli;
+#[path = "common/loss_plot.rs"]
+mod loss_plot;
 #[path = "common/lstm_lm.rs"]
 mod lstm_lm;
 #[path = "common/median.rs"]
@@ -29,7 +31,6 @@ use clap::Parser;
 use janus::prelude::*;
 use lstm_lm::{B, Batches, H, LstmLm, T};
 use median::median;
-use plotters::prelude::*;
 use progress::{Progress, coverage_since};
 
 /// One training step, written as ordinary imperative code. The time loop stays on the host;
@@ -113,38 +114,6 @@ fn generate(m: &LstmLm, alphabet: &[char], prompt: &str, len: usize, temperature
         }
     });
     out
-}
-
-fn plot(path: &str, losses: &[f32], val: &[(usize, f32)]) -> Result<(), Box<dyn std::error::Error>> {
-    plotters::style::register_font("sans-serif", FontStyle::Normal, dejavu::sans::regular())
-        .map_err(|_| "cannot load the DejaVu font")?;
-    let root = BitMapBackend::new(path, (900, 540)).into_drawing_area();
-    root.fill(&WHITE)?;
-    let hi = losses.iter().copied().fold(0.0f32, f32::max) * 1.05;
-    let mut chart = ChartBuilder::on(&root)
-        .caption("lstm_charlm: cross-entropy per character", ("sans-serif", 22))
-        .margin(12)
-        .x_label_area_size(40)
-        .y_label_area_size(50)
-        .build_cartesian_2d(0..losses.len(), 0f32..hi)?;
-    chart.configure_mesh().x_desc("step").y_desc("loss (nats)").draw()?;
-    // Exponential moving average, so the curve is readable through the batch noise.
-    let mut ema = losses[0];
-    let smooth = losses.iter().enumerate().map(|(i, &l)| {
-        ema = 0.95 * ema + 0.05 * l;
-        (i, ema)
-    });
-    chart
-        .draw_series(LineSeries::new(smooth, &BLUE))?
-        .label("training (EMA 0.95)")
-        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], BLUE));
-    chart
-        .draw_series(val.iter().map(|&p| Circle::new(p, 5, RED.filled())))?
-        .label("held-out")
-        .legend(|(x, y)| Circle::new((x + 9, y), 5, RED.filled()));
-    chart.configure_series_labels().border_style(BLACK).background_style(WHITE).draw()?;
-    root.present()?;
-    Ok(())
 }
 
 /// Trains a character-level LSTM language model (H=128, T=32, B=32) with a #[janus] step.
@@ -302,7 +271,7 @@ fn main() {
         if let Some(dir) = std::path::Path::new(path).parent() {
             let _ = std::fs::create_dir_all(dir);
         }
-        match plot(path, &losses, &val_points) {
+        match loss_plot::plot(path, "lstm_charlm: cross-entropy per character", &losses, &val_points) {
             Ok(()) => println!("loss curve: {path}"),
             Err(e) => eprintln!("warning: could not write the loss curve to {path}: {e}"),
         }

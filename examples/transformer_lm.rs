@@ -12,6 +12,8 @@
 #[path = "common/cli.rs"]
 #[allow(dead_code)] // `--device`: this example runs on the CPU
 mod cli;
+#[path = "common/loss_plot.rs"]
+mod loss_plot;
 #[path = "common/median.rs"]
 mod median;
 #[path = "common/progress.rs"]
@@ -27,7 +29,6 @@ use std::time::Instant;
 use clap::Parser;
 use janus::prelude::*;
 use median::median;
-use plotters::prelude::*;
 use progress::{Progress, coverage_since};
 use transformer_lm::{B, CharTransformer, T};
 
@@ -108,37 +109,6 @@ fn generate(
     });
     m.train();
     ids.iter().map(|&i| alphabet[i as usize]).collect()
-}
-
-fn plot(path: &str, losses: &[f32], val: &[(usize, f32)]) -> Result<(), Box<dyn std::error::Error>> {
-    plotters::style::register_font("sans-serif", FontStyle::Normal, dejavu::sans::regular())
-        .map_err(|_| "cannot load the DejaVu font")?;
-    let root = BitMapBackend::new(path, (900, 540)).into_drawing_area();
-    root.fill(&WHITE)?;
-    let hi = losses.iter().copied().fold(0.0f32, f32::max) * 1.05;
-    let mut chart = ChartBuilder::on(&root)
-        .caption("transformer_lm: cross-entropy per character", ("sans-serif", 22))
-        .margin(12)
-        .x_label_area_size(40)
-        .y_label_area_size(50)
-        .build_cartesian_2d(0..losses.len(), 0f32..hi)?;
-    chart.configure_mesh().x_desc("step").y_desc("loss (nats)").draw()?;
-    let mut ema = losses[0];
-    let smooth = losses.iter().enumerate().map(|(i, &l)| {
-        ema = 0.95 * ema + 0.05 * l;
-        (i, ema)
-    });
-    chart
-        .draw_series(LineSeries::new(smooth, &BLUE))?
-        .label("training (EMA 0.95)")
-        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], BLUE));
-    chart
-        .draw_series(val.iter().map(|&p| Circle::new(p, 5, RED.filled())))?
-        .label("held-out")
-        .legend(|(x, y)| Circle::new((x + 9, y), 5, RED.filled()));
-    chart.configure_series_labels().border_style(BLACK).background_style(WHITE).draw()?;
-    root.present()?;
-    Ok(())
 }
 
 fn main() {
@@ -241,7 +211,7 @@ fn main() {
         if let Some(dir) = std::path::Path::new(path).parent() {
             let _ = std::fs::create_dir_all(dir);
         }
-        match plot(path, &losses, &val_points) {
+        match loss_plot::plot(path, "transformer_lm: cross-entropy per character", &losses, &val_points) {
             Ok(()) => println!("loss curve: {path}"),
             Err(e) => eprintln!("warning: could not write the loss curve to {path}: {e}"),
         }
