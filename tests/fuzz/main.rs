@@ -156,7 +156,17 @@ fn compiled_programs_match_eager() {
     let mut failures = Vec::new();
     let (mut ops, mut nn_ops) = (0, 0);
     for &seed in &seeds {
-        let p = generate(seed);
+        // A generator bug must name its seed, not fail the test silently under the quiet hook.
+        let p = match std::panic::catch_unwind(|| generate(seed)) {
+            Ok(p) => p,
+            Err(e) => {
+                let msg = (e.downcast_ref::<String>().map(String::as_str))
+                    .or_else(|| e.downcast_ref::<&str>().copied())
+                    .unwrap_or("(no message)");
+                failures.push(format!("seed {seed}: the generator panicked: {msg}"));
+                break;
+            }
+        };
         ops += p.instrs.len();
         nn_ops += p.instrs.iter().filter(|i| matches!(i, Instr::Nn(..))).count();
         if let Err(why) = check_caught(&p) {
