@@ -155,6 +155,137 @@ pub fn fold<T: Float>(g: &Window, col: &[T], x: &mut [T]) {
     }
 }
 
+/// Calls `f(out_pos, winner)` for every output position of one `[h, w]` plane: `winner` is the
+/// flat index of the window's first maximal tap in row-major tap order (a NaN beats any
+/// number), or `None` when that tap is padding (padding reads as `-inf`). This is the
+/// `argmax` of the window's column, so pooling agrees with `unfold` + `argmax` + `gather`.
+#[inline]
+fn pool_winners<T: Float>(g: &Window, plane: &[T], mut f: impl FnMut(usize, Option<usize>, T)) {
+    let [h, w] = g.size;
+    let [oh_n, ow_n] = g.out_size().expect("max_pool: the window does not fit the image");
+    if g.padding == [0, 0] {
+        // Every tap is inside the image: no bounds to check. One output row at a time, tap by
+        // tap, so the comparisons of a row are independent (a per-window chain of dependent
+        // selects is latency-bound), and branch-free (random data mispredicts half of them).
+        let mut best: smallvec::SmallVec<[T; 64]> = smallvec::smallvec![T::ZERO; ow_n];
+        let mut at: smallvec::SmallVec<[usize; 64]> = smallvec::smallvec![0; ow_n];
+        for oh in 0..oh_n {
+            let base = oh * g.stride[0] * w;
+            for ow in 0..ow_n {
+                let k = base + ow * g.stride[1];
+                (best[ow], at[ow]) = (plane[k], k);
+            }
+            for i in 0..g.kernel[0] {
+                for j in 0..g.kernel[1] {
+                    if i + j == 0 {
+                        continue;
+                    }
+                    let off = base + i * g.dilation[0] * w + j * g.dilation[1];
+                    for (ow, (b, a)) in best.iter_mut().zip(at.iter_mut()).enumerate() {
+                        let k = off + ow * g.stride[1];
+                        let x = plane[k];
+                        let take = (x > *b) | (x.is_nan() & !b.is_nan());
+                        *b = if take { x } else { *b };
+                        *a = if take { k } else { *a };
+                    }
+                }
+            }
+            for ow in 0..ow_n {
+                f(oh * ow_n + ow, Some(at[ow]), best[ow]);
+            }
+        }
+        return;
+    }
+    for oh in 0..oh_n {
+        for ow in 0..ow_n {
+            let mut best = T::NEG_INFINITY;
+            let mut at: Option<usize> = None;
+            let mut first = true;
+            for i in 0..g.kernel[0] {
+                let ih = (oh * g.stride[0] + i * g.dilation[0]) as isize - g.padding[0] as isize;
+                for j in 0..g.kernel[1] {
+                    let iw = (ow * g.stride[1] + j * g.dilation[1]) as isize - g.padding[1] as isize;
+                    let inside = ih >= 0 && iw >= 0 && (ih as usize) < h && (iw as usize) < w;
+                    let (x, idx) = if inside {
+                        let k = ih as usize * w + iw as usize;
+                        (plane[k], Some(k))
+                    } else {
+                        (T::NEG_INFINITY, None)
+                    };
+                    if first || x > best || (x.is_nan() && !best.is_nan()) {
+                        (best, at, first) = (x, idx, false);
+                    }
+                }
+            }
+            f(oh * ow_n + ow, at, best);
+        }
+    }
+}
+
+/// Runs `f(plane_index, x_plane, out_plane)` over the `n * c` image planes, in parallel when
+/// large.
+fn per_plane<T: Float>(
+    g: &Window,
+    x: &[T],
+    out: &mut [T],
+    out_plane: usize,
+    f: impl Fn(usize, &[T], &mut [T]) + Sync,
+) {
+    let in_plane = g.size[0] * g.size[1];
+    if in_plane == 0 || out_plane == 0 {
+        return;
+    }
+    if x.len() >= PARALLEL_MIN && crate::parallel::allowed() {
+        out.par_chunks_mut(out_plane).enumerate().for_each(|(p, o)| f(p, &x[p * in_plane..][..in_plane], o));
+    } else {
+        out.chunks_mut(out_plane).enumerate().for_each(|(p, o)| f(p, &x[p * in_plane..][..in_plane], o));
+    }
+}
+
+/// Max pooling: `out[n, c, oh, ow]` is the maximum of the window at `(oh, ow)` over contiguous
+/// `x[n, c, h, w]` (see `pool_winners` for ties, NaN and padding).
+///
+/// Panics when the buffers do not match the geometry.
+pub fn max_pool<T: Float>(g: &Window, x: &[T], out: &mut [T]) {
+    let [oh_n, ow_n] = g.out_size().expect("max_pool: the window does not fit the image");
+    assert_eq!(x.len(), g.n * g.c * g.size[0] * g.size[1], "max_pool: input length");
+    assert_eq!(out.len(), g.n * g.c * oh_n * ow_n, "max_pool: output length");
+    per_plane(g, x, out, oh_n * ow_n, |_, xp, o| pool_winners(g, xp, |k, _, v| o[k] = v));
+}
+
+/// The gradient of [`max_pool`]: each output's cotangent `gy[n, c, oh, ow]` goes to its
+/// window's winning input position (none when padding won); `dx` (`[n, c, h, w]`) is
+/// overwritten. Each plane is summed in a fixed order, so the result is deterministic.
+///
+/// Panics when the buffers do not match the geometry.
+pub fn max_pool_backward<T: Float>(g: &Window, x: &[T], gy: &[T], dx: &mut [T]) {
+    let [oh_n, ow_n] = g.out_size().expect("max_pool: the window does not fit the image");
+    let plane = oh_n * ow_n;
+    assert_eq!(x.len(), g.n * g.c * g.size[0] * g.size[1], "max_pool_backward: input length");
+    assert_eq!(dx.len(), x.len(), "max_pool_backward: gradient length");
+    assert_eq!(gy.len(), g.n * g.c * plane, "max_pool_backward: cotangent length");
+    let in_plane = g.size[0] * g.size[1];
+    // `per_plane` splits the output; here the output is `dx`, so walk the planes of `x` and
+    // `dx` together.
+    let run = |p: usize, d: &mut [T]| {
+        d.fill(T::ZERO);
+        let gp = &gy[p * plane..][..plane];
+        pool_winners(g, &x[p * in_plane..][..in_plane], |k, at, _| {
+            if let Some(i) = at {
+                d[i] += gp[k];
+            }
+        });
+    };
+    if in_plane == 0 {
+        return;
+    }
+    if x.len() >= PARALLEL_MIN && crate::parallel::allowed() {
+        dx.par_chunks_mut(in_plane).enumerate().for_each(|(p, d)| run(p, d));
+    } else {
+        dx.chunks_mut(in_plane).enumerate().for_each(|(p, d)| run(p, d));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -180,6 +311,40 @@ mod tests {
             let lhs: f64 = col.iter().zip(&y).map(|(a, b)| a * b).sum();
             let rhs: f64 = x.iter().zip(&back).map(|(a, b)| a * b).sum();
             assert_eq!(lhs, rhs, "{g:?}");
+        }
+    }
+
+    /// Pooling equals the column route it replaces: `unfold` with `-inf` padding, the first
+    /// maximum of each column, and `fold` of the cotangent placed at that maximum.
+    #[test]
+    fn max_pool_matches_unfold_argmax() {
+        for (size, k, s, p, d) in [([6, 5], 2, 2, 0, 1), ([7, 7], 2, 2, 0, 2), ([5, 5], 3, 2, 1, 1), ([7, 6], 3, 1, 1, 2), ([4, 4], 2, 1, 1, 1)] {
+            let g = geom(size, k, s, p, d);
+            let xn = g.n * g.c * size[0] * size[1];
+            // Repeated values exercise the first-maximum tie rule.
+            let x: Vec<f64> = (0..xn).map(|i| ((i * 37 % 5) as f64) - 2.0).collect();
+            let [oh, ow] = g.out_size().unwrap();
+            let (plane, taps) = (g.n * oh * ow, k * k);
+            let mut col = vec![0.0; g.col_len()];
+            unfold(&g, &x, f64::NEG_INFINITY, &mut col);
+            let gy: Vec<f64> = (0..g.n * g.c * oh * ow).map(|i| 1.0 + i as f64).collect();
+            let (mut want, mut back_col) = (vec![0.0; gy.len()], vec![0.0; g.col_len()]);
+            for c in 0..g.c {
+                for q in 0..plane {
+                    let at = (0..taps).fold(0, |a, t| if col[(c * taps + t) * plane + q] > col[(c * taps + a) * plane + q] { t } else { a });
+                    let (b, r) = (q / (oh * ow), q % (oh * ow));
+                    let o = (b * g.c + c) * oh * ow + r;
+                    want[o] = col[(c * taps + at) * plane + q];
+                    back_col[(c * taps + at) * plane + q] = gy[o];
+                }
+            }
+            let mut got = vec![0.0; gy.len()];
+            max_pool(&g, &x, &mut got);
+            assert_eq!(got, want, "{g:?}");
+            let (mut dx, mut want_dx) = (vec![1.0; xn], vec![0.0; xn]);
+            max_pool_backward(&g, &x, &gy, &mut dx);
+            fold(&g, &back_col, &mut want_dx);
+            assert_eq!(dx, want_dx, "{g:?}");
         }
     }
 

@@ -66,6 +66,7 @@ pub use checkpoint::{LoadReport, load, load_partial, save};
 pub use compile::{Compiled, OutKind, Traced, trace};
 pub use config::Mode;
 pub use device::Device;
+pub use exec::profile_report;
 pub use error::{CheckpointError, DeviceError};
 pub use janus_kernels::{DType, Element};
 pub use module::Module;

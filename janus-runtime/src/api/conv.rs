@@ -101,17 +101,9 @@ impl Tensor {
         y.permute(&[1, 0, 2, 3]).contiguous()
     }
 
-    /// Checks a pooling call and unfolds the windows as `[C, kh * kw, N * OH * OW]`; returns
-    /// them with the output's `[C, N, OH, OW]`.
+    /// Checks a pooling call; returns its window.
     #[track_caller]
-    fn pool_windows(
-        &self,
-        op: &'static str,
-        kernel: [usize; 2],
-        stride: [usize; 2],
-        padding: [usize; 2],
-        pad: f64,
-    ) -> (Tensor, [usize; 4]) {
+    fn pool_window(&self, op: &'static str, kernel: [usize; 2], stride: [usize; 2], padding: [usize; 2]) -> Window2d {
         if self.rank() != 4 || !self.dtype().is_float() || kernel.contains(&0) || stride.contains(&0) {
             bail!(
                 op,
@@ -128,10 +120,7 @@ impl Tensor {
                 self.shape()
             );
         }
-        let window = Window2d { kernel, stride, padding, dilation: [1, 1] };
-        let col = self.unfold_windows(window, pad);
-        let c = col.dims().to_vec();
-        (col.reshape([c[0], c[1] * c[2], c[3] * c[4] * c[5]]), [c[0], c[3], c[4], c[5]])
+        Window2d { kernel, stride, padding, dilation: [1, 1] }
     }
 
     /// 2-D max pooling of `[N, C, H, W]`: the maximum of each `kernel` window, windows `stride`
@@ -147,11 +136,8 @@ impl Tensor {
     #[track_caller]
     #[doc(alias = "MaxPool2d")]
     pub fn max_pool2d(&self, kernel: [usize; 2], stride: [usize; 2], padding: [usize; 2]) -> Tensor {
-        let (col, [c, n, oh, ow]) =
-            self.pool_windows("max_pool2d", kernel, stride, padding, f64::NEG_INFINITY);
-        let _ctx = Composite::enter("max_pool2d");
-        let at = col.argmax(1).unsqueeze(1);
-        col.gather(1, &at).reshape([c, n, oh, ow]).permute(&[1, 0, 2, 3]).contiguous()
+        let window = self.pool_window("max_pool2d", kernel, stride, padding);
+        apply(Op::MaxPool2d(window), &[self])
     }
 
     /// 2-D average pooling of `[N, C, H, W]`: the mean of each `kernel` window, windows `stride`
@@ -167,7 +153,10 @@ impl Tensor {
     #[track_caller]
     #[doc(alias = "AvgPool2d")]
     pub fn avg_pool2d(&self, kernel: [usize; 2], stride: [usize; 2], padding: [usize; 2]) -> Tensor {
-        let (col, [c, n, oh, ow]) = self.pool_windows("avg_pool2d", kernel, stride, padding, 0.0);
+        let window = self.pool_window("avg_pool2d", kernel, stride, padding);
+        let col = self.unfold_windows(window, 0.0);
+        let c = col.dims().to_vec();
+        let (col, [c, n, oh, ow]) = (col.reshape([c[0], c[1] * c[2], c[3] * c[4] * c[5]]), [c[0], c[3], c[4], c[5]]);
         let _ctx = Composite::enter("avg_pool2d");
         let mean = col.sum(1) * (1.0 / (kernel[0] * kernel[1]) as f64);
         mean.reshape([c, n, oh, ow]).permute(&[1, 0, 2, 3]).contiguous()

@@ -367,7 +367,7 @@ pub(crate) fn compute(op: &Op, x: &[&Tensor], ty: &TensorType, ordinal: usize) -
             upload(&host, ordinal).data().clone()
         }
         // No CUDA kernels for the sliding windows yet: they run on the host, like sorting.
-        Op::Unfold(_) | Op::Fold(_) => {
+        Op::Unfold(_) | Op::Fold(_) | Op::MaxPool2d(_) | Op::MaxPool2dBackward(_) => {
             let host: Vec<Tensor> = x.iter().map(|t| download(t)).collect();
             let refs: Vec<&Tensor> = host.iter().collect();
             let data = op.compute_cpu(&refs, ty);

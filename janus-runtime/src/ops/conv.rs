@@ -126,3 +126,56 @@ pub(crate) fn unfold_vjp(p: &Unfold, x: &Tensor, g: &Tensor) -> Tensor {
 pub(crate) fn fold_vjp(p: &Fold, g: &Tensor) -> Tensor {
     super::apply(super::Op::Unfold(Unfold { window: p.window, pad_value: F64Bits::new(0.0) }), &[g])
 }
+
+#[track_caller]
+pub(crate) fn infer_max_pool(w: &Window2d, x: &Tensor) -> TensorType {
+    if x.rank() != 4 || !x.dtype().is_float() {
+        bail!("max_pool2d", "expected a float [N, C, H, W] input, got {} {:?}", x.dtype(), x.shape());
+    }
+    let d = x.dims();
+    let [oh, ow] = out_size("max_pool2d", &window(w, d[0], d[1], [d[2], d[3]]), x);
+    TensorType { shape: [d[0], d[1], oh, ow].into(), dtype: x.dtype() }
+}
+
+#[track_caller]
+pub(crate) fn infer_max_pool_backward(w: &Window2d, x: &Tensor, g: &Tensor) -> TensorType {
+    let y = infer_max_pool(w, x);
+    if g.shape() != &y.shape || g.dtype() != x.dtype() {
+        bail!(
+            "max_pool2d_backward",
+            "the cotangent {} {:?} does not match the pooled {} {:?}",
+            g.dtype(),
+            g.shape(),
+            y.dtype,
+            y.shape
+        );
+    }
+    TensorType { shape: x.shape().clone(), dtype: x.dtype() }
+}
+
+/// Max pooling (`-inf` padding, first maximum wins); the kernel is `janus_kernels::conv::max_pool`.
+pub(crate) fn max_pool(w: &Window2d, x: &Tensor, ty: &TensorType) -> Data {
+    let d = x.dims();
+    let g = window(w, d[0], d[1], [d[2], d[3]]);
+    with_float_type!(x.dtype(), T => {
+        let mut out = vec![0 as T; ty.shape.numel()];
+        k::max_pool(&g, &x.contiguous_slice::<T>(), &mut out);
+        Data::contiguous(janus_kernels::buffer::Stored::wrap(out), &ty.shape)
+    }, _ => unreachable!("rejected by the shape rule"))
+}
+
+/// The input gradient of max pooling, recomputing each window's winner from `x`.
+pub(crate) fn max_pool_backward(w: &Window2d, x: &Tensor, gy: &Tensor, ty: &TensorType) -> Data {
+    let d = x.dims();
+    let g = window(w, d[0], d[1], [d[2], d[3]]);
+    with_float_type!(x.dtype(), T => {
+        let mut out = vec![0 as T; ty.shape.numel()];
+        k::max_pool_backward(&g, &x.contiguous_slice::<T>(), &gy.contiguous_slice::<T>(), &mut out);
+        Data::contiguous(janus_kernels::buffer::Stored::wrap(out), &ty.shape)
+    }, _ => unreachable!("rejected by the shape rule"))
+}
+
+/// `max_pool2d`'s VJP: the cotangent routed to each window's winner.
+pub(crate) fn max_pool_vjp(w: &Window2d, x: &Tensor, g: &Tensor) -> Tensor {
+    super::apply(super::Op::MaxPool2dBackward(*w), &[&x.detach(), g])
+}

@@ -101,6 +101,10 @@ pub enum Op {
     Unfold(Unfold),
     /// The adjoint of `Unfold` (col2im).
     Fold(Fold),
+    /// 2-D max pooling of `[N, C, H, W]` (padding never wins; the first maximum does).
+    MaxPool2d(Window2d),
+    /// Max pooling's input gradient; inputs: the pooled input, the output cotangent.
+    MaxPool2dBackward(Window2d),
     /// A copy to another device.
     ToDevice(ToDevice),
     /// Identity on values that stops gradients (`detach()`, an op run under `no_grad`, a value
@@ -161,6 +165,8 @@ impl Op {
             Op::OneHot(_) => "one_hot",
             Op::Unfold(_) => "unfold",
             Op::Fold(_) => "fold",
+            Op::MaxPool2d(_) => "max_pool2d",
+            Op::MaxPool2dBackward(_) => "max_pool2d_backward",
             Op::ToDevice(_) => "to_device",
             Op::Detach => "detach",
             Op::FreshLeaf => "requires_grad",
@@ -210,6 +216,8 @@ impl Op {
             Op::OneHot(p) => index::infer_one_hot(p, x[0]),
             Op::Unfold(p) => conv::infer_unfold(p, x[0]),
             Op::Fold(p) => conv::infer_fold(p, x[0]),
+            Op::MaxPool2d(w) => conv::infer_max_pool(w, x[0]),
+            Op::MaxPool2dBackward(w) => conv::infer_max_pool_backward(w, x[0], x[1]),
             Op::ToDevice(_) => TensorType { shape: x[0].shape().clone(), dtype: x[0].dtype() },
             Op::Detach | Op::FreshLeaf => TensorType { shape: x[0].shape().clone(), dtype: x[0].dtype() },
         }
@@ -261,6 +269,8 @@ impl Op {
             Op::OneHot(p) => index::one_hot(p, x[0], ty),
             Op::Unfold(p) => conv::unfold(p, x[0], ty),
             Op::Fold(p) => conv::fold(p, x[0], ty),
+            Op::MaxPool2d(w) => conv::max_pool(w, x[0], ty),
+            Op::MaxPool2dBackward(w) => conv::max_pool_backward(w, x[0], x[1], ty),
             Op::ToDevice(p) => crate::backend::transfer(x[0], p.device),
             Op::Detach | Op::FreshLeaf => x[0].data().clone(),
         }
@@ -280,6 +290,7 @@ impl Op {
                 | Op::ArgMax(_)
                 | Op::ArgSort(_)
                 | Op::OneHot(_)
+                | Op::MaxPool2dBackward(_)
                 | Op::Detach
                 | Op::FreshLeaf
         )
@@ -315,6 +326,7 @@ impl Op {
             Op::ToDevice(_) => vec![Some(g.to_device(x[0].device()))],
             Op::Unfold(p) => vec![Some(conv::unfold_vjp(p, &x[0], g))],
             Op::Fold(p) => vec![Some(conv::fold_vjp(p, g))],
+            Op::MaxPool2d(w) => vec![Some(conv::max_pool_vjp(w, &x[0], g))],
             Op::Full(_)
             | Op::Arange(_)
             | Op::Constant(_)
@@ -325,6 +337,9 @@ impl Op {
             | Op::ArgMax(_)
             | Op::ArgSort(_)
             | Op::OneHot(_)
+            // Gradients are first order (`backward` runs under `no_grad`), so nothing
+            // differentiates a gradient op.
+            | Op::MaxPool2dBackward(_)
             | Op::Detach
             | Op::FreshLeaf => vec![None; x.len()],
         }

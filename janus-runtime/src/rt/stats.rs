@@ -458,5 +458,9 @@ pub fn explain() -> String {
         }
     }
     let _ = writeln!(out, "{}", s.coverage_summary());
+    let profile = crate::profile_report();
+    if !profile.is_empty() {
+        let _ = write!(out, "\nJANUS_PROFILE: CPU executor steps, heaviest first\n{profile}");
+    }
     out
 }

@@ -5,6 +5,7 @@
 //! buffer is allocated.
 
 mod frame;
+pub(crate) mod profile;
 pub(crate) mod schedule;
 pub(crate) mod steps;
 
@@ -69,7 +70,8 @@ impl CpuPlan {
     /// Whether this run may use the two-worker schedule: not from inside a rayon task, where
     /// both workers would compete with the caller's own parallel work.
     fn parallel_allowed(&self) -> bool {
-        rayon::current_thread_index().is_none() && !crate::config::config().serial
+        let c = crate::config::config();
+        rayon::current_thread_index().is_none() && !c.serial && !c.profile
     }
 
     /// Runs the steps on `inputs` (host tensors).
@@ -92,6 +94,10 @@ impl CpuPlan {
                 schedule::run_parallel(&self.schedule, &mut scratch, &|s| {
                     steps::run_step(&steps[s], vals, &frame)
                 });
+            } else if crate::config::config().profile {
+                for step in steps {
+                    profile::step(l, step, || steps::run_step(step, vals, &frame));
+                }
             } else {
                 for step in steps {
                     steps::run_step(step, vals, &frame);

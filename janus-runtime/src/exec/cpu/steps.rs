@@ -150,6 +150,7 @@ pub(crate) fn run_step<'a>(step: &Step, vals: &'a [Option<ValRef>], f: &Frame<'a
                 );
             }
         }
+        StepKind::Generic { op, inputs, out } if window_step(op, inputs, *out, vals, f) => {}
         StepKind::Generic { op, inputs, out } => {
             let args: Vec<crate::Tensor> = inputs.iter().map(|&i| f.tensor(val(i))).collect();
             let refs: Vec<&crate::Tensor> = args.iter().collect();
@@ -165,6 +166,54 @@ pub(crate) fn run_step<'a>(step: &Step, vals: &'a [Option<ValRef>], f: &Frame<'a
             })
         }
     }
+}
+
+/// The sliding-window ops on dense operands, run by their kernels straight from and into the
+/// plan's buffers (the generic path copies operands into tensors and the result back). Returns
+/// whether it ran the step.
+fn window_step<'a>(op: &crate::ops::Op, inputs: &[usize], out: usize, vals: &'a [Option<ValRef>], f: &Frame<'a>) -> bool {
+    use crate::ops::Op;
+    use janus_kernels::conv as k;
+    let val = |i: usize| vals[i].as_ref().expect("every node read by a step has a value");
+    if !inputs.iter().all(|&i| val(i).layout().is_dense()) || !val(out).dtype.is_float() {
+        return false;
+    }
+    let x = val(inputs[0]);
+    let d = |v: &ValRef| v.shape.dims().to_vec();
+    let geometry = |w: &crate::ops::Window2d, n: usize, c: usize, size: [usize; 2]| k::Window {
+        n,
+        c,
+        size,
+        kernel: w.kernel,
+        stride: w.stride,
+        padding: w.padding,
+        dilation: w.dilation,
+    };
+    with_float_type!(x.dtype, T => {
+        // SAFETY: the result is disjoint from the operands (plan).
+        let dst = || unsafe { f.dst::<T>(val(out)) };
+        match op {
+            Op::Unfold(p) => {
+                let s = d(x);
+                k::unfold(&geometry(&p.window, s[0], s[1], [s[2], s[3]]), f.dense::<T>(x), p.pad_value.get() as T, dst());
+            }
+            Op::Fold(p) => {
+                let s = d(x);
+                k::fold(&geometry(&p.window, s[3], s[0], p.size), f.dense::<T>(x), dst());
+            }
+            Op::MaxPool2d(w) => {
+                let s = d(x);
+                k::max_pool(&geometry(w, s[0], s[1], [s[2], s[3]]), f.dense::<T>(x), dst());
+            }
+            Op::MaxPool2dBackward(w) => {
+                let s = d(x);
+                let g = f.dense::<T>(val(inputs[1]));
+                k::max_pool_backward(&geometry(w, s[0], s[1], [s[2], s[3]]), f.dense::<T>(x), g, dst());
+            }
+            _ => return false,
+        }
+    }, _ => return false);
+    true
 }
 
 fn cat<'a, T: Element>(dim: usize, parts: &[usize], out: usize, vals: &'a [Option<ValRef>], f: &Frame<'a>) {
