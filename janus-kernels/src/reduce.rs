@@ -55,7 +55,7 @@ fn per_outer<T: Float, O: Send>(
 /// Sum of a contiguous row with 16 independent accumulators (vectorisable, and more accurate
 /// than one running sum).
 #[inline(always)]
-fn row_sum<T: Float>(row: &[T]) -> T {
+pub(crate) fn row_sum<T: Float>(row: &[T]) -> T {
     let mut acc = [T::ZERO; 16];
     let chunks = row.chunks_exact(16);
     let tail = chunks.remainder();

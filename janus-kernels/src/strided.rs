@@ -300,6 +300,63 @@ impl<'a, T: Copy> StridedReader<'a, T> {
     }
 }
 
+/// Sums a strided operand over the dimensions where `reduce` is true; `out` is contiguous over
+/// the kept dimensions (in order) and is overwritten. No copy of the operand is made: the
+/// walk follows the operand's own layout, so a batch norm's per-channel sum over a permuted
+/// view reads each contiguous image plane once.
+///
+/// Large sums split into a fixed number of partial sums whatever the thread count, added in
+/// order, so the result is the same bits on every run and for every number of workers.
+pub fn sum_dims<T: crate::dtype::Float>(shape: &[usize], src: Src<T>, reduce: &[bool], out: &mut [T]) {
+    assert_eq!(reduce.len(), shape.len(), "sum_dims: one flag per dimension");
+    let mut out_strides: Dims = SmallVec::from_elem(0, shape.len());
+    let mut acc = 1;
+    for d in (0..shape.len()).rev() {
+        if !reduce[d] {
+            out_strides[d] = acc;
+            acc *= shape[d];
+        }
+    }
+    assert_eq!(out.len(), acc, "sum_dims: output length");
+    let total: usize = shape.iter().product();
+    out.fill(T::ZERO);
+    if total == 0 {
+        return;
+    }
+    let plan = coalesce(shape, [src.strides, &out_strides]);
+    let (ss, so) = (*plan.strides[0].last().unwrap(), *plan.strides[1].last().unwrap());
+    let part = |range: Range<usize>, acc: &mut [T]| {
+        walk(&plan, [src.offset, 0], range, |_, len, [ps, po]| {
+            let x = &src.data[ps..];
+            with_best_simd(
+                #[inline(always)]
+                || match (ss, so) {
+                    (1, 0) => acc[po] += crate::reduce::row_sum(&x[..len]),
+                    (_, 0) => acc[po] += (0..len).fold(T::ZERO, |a, i| a + x[i * ss]),
+                    (1, 1) => acc[po..po + len].iter_mut().zip(&x[..len]).for_each(|(a, &v)| *a += v),
+                    _ => (0..len).for_each(|i| acc[po + i * so] += x[i * ss]),
+                },
+            )
+        });
+    };
+    const PARTS: usize = 4;
+    if total < PARALLEL_MIN_ELEMS {
+        part(0..total, out);
+        return;
+    }
+    let chunk = total.div_ceil(PARTS);
+    let mut partials: Vec<Vec<T>> = vec![vec![T::ZERO; out.len()]; PARTS];
+    let run = |(k, p): (usize, &mut Vec<T>)| part(k * chunk..((k + 1) * chunk).min(total), p);
+    if crate::parallel::allowed() {
+        partials.par_iter_mut().enumerate().for_each(run);
+    } else {
+        partials.iter_mut().enumerate().for_each(run);
+    }
+    for p in &partials {
+        out.iter_mut().zip(p).for_each(|(o, &v)| *o += v);
+    }
+}
+
 /// Copies a strided operand into a contiguous buffer.
 pub fn copy<T: Copy + Sync + Send>(shape: &[usize], src: Src<T>, out: &mut [T]) {
     map1(shape, src, out, PARALLEL_MIN_ELEMS, |x| x);
@@ -315,6 +372,30 @@ mod tests {
         assert_eq!(&p.shape[..], &[6, 4]);
         assert_eq!(&p.strides[0][..], &[4, 1]);
         assert_eq!(&p.strides[1][..], &[0, 1]);
+    }
+
+    #[test]
+    fn sum_dims_follows_the_operand_layout() {
+        // x[n, c, p] = data at n * 5 + c * 15 + p (a permuted [4, 3, 5] buffer, p contiguous).
+        let (n, c, p) = (3, 4, 5);
+        let data: Vec<f64> = (0..n * c * p).map(|i| (i * 7 % 13) as f64).collect();
+        let at = |i: usize, j: usize, k: usize| data[i * 5 + j * 15 + k];
+        let src = Src::new(&data, &[5, 15, 1], 0);
+        let mut per_channel = vec![9.0; c];
+        sum_dims(&[n, c, p], src, &[true, false, true], &mut per_channel);
+        for (j, &s) in per_channel.iter().enumerate() {
+            assert_eq!(s, (0..n).flat_map(|i| (0..p).map(move |k| (i, k))).map(|(i, k)| at(i, j, k)).sum::<f64>());
+        }
+        let mut per_pos = vec![0.0; n * p];
+        sum_dims(&[n, c, p], src, &[false, true, false], &mut per_pos);
+        assert_eq!(per_pos[p + 2], (0..c).map(|j| at(1, j, 2)).sum::<f64>());
+        // Large enough for partial sums: the same bits serial and parallel.
+        let big: Vec<f32> = (0..64 * 16 * 100).map(|i| ((i * 7919) % 1000) as f32 / 7.0).collect();
+        let src = Src::new(&big, &[100, 6400, 1], 0);
+        let (mut a, mut b) = (vec![0f32; 16], vec![0f32; 16]);
+        sum_dims(&[64, 16, 100], src, &[true, false, true], &mut a);
+        crate::parallel::serial(|| sum_dims(&[64, 16, 100], src, &[true, false, true], &mut b));
+        assert_eq!(a, b);
     }
 
     #[test]

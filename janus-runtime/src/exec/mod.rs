@@ -50,7 +50,8 @@ impl Executor {
         &self.lowered.plan
     }
 
-    /// Whether CPU runs use two workers.
+    /// Whether CPU runs use two workers (see the schedule's tuner: after a plan's first replays,
+    /// whichever of two workers and the calling thread measured faster).
     pub fn is_parallel(&self) -> bool {
         self.cpu.is_parallel()
     }

@@ -47,30 +47,11 @@ fn wrap<T: Stored>(v: Vec<T>, shape: &Shape) -> Data {
 
 pub(crate) fn sum(p: &Sum, x: &Tensor, ty: &TensorType) -> Data {
     with_float_type!(x.dtype(), T => {
-        let mut cur = x.contiguous_slice::<T>().into_owned();
-        let mut shape: Vec<usize> = x.dims().to_vec();
-        // Reduce runs of adjacent dimensions at once, last run first so indices stay valid.
-        let mut i = p.dims.len();
-        while i > 0 {
-            let end = p.dims[i - 1];
-            let mut start = end;
-            while i > 1 && p.dims[i - 2] + 1 == start {
-                start -= 1;
-                i -= 1;
-            }
-            i -= 1;
-            let n: usize = shape[start..=end].iter().product();
-            let d = ReduceDims {
-                outer: shape[..start].iter().product(),
-                n,
-                inner: shape[end + 1..].iter().product(),
-            };
-            let mut out = vec![T::ZERO; d.outer * d.inner];
-            k::sum(&cur, d, &mut out);
-            cur = out;
-            shape.splice(start..=end, [1]);
-        }
-        wrap(cur, &ty.shape)
+        // Straight from the operand's layout, no contiguous copy first (see `sum_dims`).
+        let reduce: Vec<bool> = (0..x.rank()).map(|d| p.dims.contains(&d)).collect();
+        let mut out = vec![T::ZERO; ty.shape.numel()];
+        janus_kernels::strided::sum_dims(x.dims(), x.src::<T>(), &reduce, &mut out);
+        wrap(out, &ty.shape)
     }, _ => unreachable!("rejected by the shape rule"))
 }
 

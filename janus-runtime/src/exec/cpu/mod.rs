@@ -18,6 +18,9 @@ use std::sync::{Arc, Mutex};
 /// The CPU side of an executor.
 pub(crate) struct CpuPlan {
     schedule: schedule::Schedule,
+    /// Whether the two-worker schedule beats running on the calling thread (with each kernel
+    /// free to use rayon), measured on this plan's own replays.
+    tuner: schedule::Tuner,
     pool: Mutex<Vec<(Arenas, schedule::Scratch)>>,
     /// Per memo: the storage of the input it was made from (held, so its address stays
     /// unique), and the copy.
@@ -28,14 +31,16 @@ impl CpuPlan {
     pub(crate) fn new(l: &Lowered) -> CpuPlan {
         CpuPlan {
             schedule: schedule::build(l),
+            tuner: Default::default(),
             pool: Mutex::new(Vec::new()),
             memo_cache: l.memos.iter().map(|_| Mutex::new(None)).collect(),
         }
     }
 
-    /// Whether runs use two workers.
+    /// Whether runs use two workers: the schedule allows it and the tuner has not found the
+    /// calling thread faster (while it measures, half the runs use two workers).
     pub(crate) fn is_parallel(&self) -> bool {
-        self.schedule.parallel
+        self.schedule.parallel && self.tuner.chosen() != Some(false)
     }
 
     /// The memoised dense copies of input views for this run: reused while the same values come
@@ -90,10 +95,19 @@ impl CpuPlan {
         {
             let frame = Frame::new(&dense, &l.consts, &memos, &mut arenas, &mut outs);
             let (steps, vals) = (&l.steps, &l.vals);
-            if self.schedule.parallel && self.parallel_allowed() {
+            let parallel = self.schedule.parallel && self.parallel_allowed();
+            if parallel && self.tuner.wants_parallel() {
+                let t0 = std::time::Instant::now();
                 schedule::run_parallel(&self.schedule, &mut scratch, &|s| {
                     steps::run_step(&steps[s], vals, &frame)
                 });
+                self.tuner.record(true, t0.elapsed());
+            } else if parallel {
+                let t0 = std::time::Instant::now();
+                for step in steps {
+                    steps::run_step(step, vals, &frame);
+                }
+                self.tuner.record(false, t0.elapsed());
             } else if crate::config::config().profile {
                 for step in steps {
                     profile::step(l, step, || steps::run_step(step, vals, &frame));

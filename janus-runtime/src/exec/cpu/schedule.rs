@@ -159,3 +159,67 @@ pub(crate) fn run_parallel(sched: &Schedule, scratch: &mut Scratch, run: &(dyn F
         std::panic::resume_unwind(p);
     }
 }
+
+/// Chooses between the two-worker schedule and the calling thread by timing both on a plan's
+/// first replays, alternating, and keeping the faster by median. The static rule in [`build`]
+/// cannot see that a chain of large kernels runs faster serially, where each kernel may use
+/// both cores through rayon, than on two workers that run every kernel single-threaded.
+#[derive(Default)]
+pub(crate) struct Tuner {
+    /// 0 while measuring, 1 serial, 2 parallel.
+    choice: std::sync::atomic::AtomicU8,
+    trials: Mutex<[Vec<std::time::Duration>; 2]>,
+    runs: AtomicUsize,
+}
+
+/// Timed replays per mode before choosing (after [`TUNE_SKIP`] untimed warm-up replays).
+const TUNE_RUNS: usize = 5;
+/// The first replays touch fresh pages and cold caches: not timed.
+const TUNE_SKIP: usize = 2;
+
+impl Tuner {
+    /// The mode of the next run: alternating while measuring, then the choice.
+    pub(crate) fn wants_parallel(&self) -> bool {
+        match self.choice.load(Ordering::Relaxed) {
+            1 => false,
+            2 => true,
+            _ => self.runs.load(Ordering::Relaxed) % 2 == 0,
+        }
+    }
+
+    /// Records a run's wall time; chooses once both modes have [`TUNE_RUNS`] timings.
+    pub(crate) fn record(&self, parallel: bool, took: std::time::Duration) {
+        if self.choice.load(Ordering::Relaxed) != 0 {
+            return;
+        }
+        let run = self.runs.fetch_add(1, Ordering::Relaxed);
+        if run < TUNE_SKIP {
+            return;
+        }
+        let mut t = self.trials.lock().unwrap();
+        t[parallel as usize].push(took);
+        if t.iter().all(|v| v.len() >= TUNE_RUNS) {
+            let median = |v: &mut Vec<std::time::Duration>| {
+                v.sort_unstable();
+                v[v.len() / 2]
+            };
+            let (serial, par) = (median(&mut t[0].clone()), median(&mut t[1].clone()));
+            let choice = if par < serial { 2 } else { 1 };
+            log::debug!(
+                target: "janus::schedule",
+                "two workers {par:?} vs serial {serial:?} (medians of {TUNE_RUNS}): {}",
+                if choice == 2 { "two workers" } else { "serial" }
+            );
+            self.choice.store(choice, Ordering::Relaxed);
+        }
+    }
+
+    /// Whether a choice has been made, and which: `Some(true)` for two workers.
+    pub(crate) fn chosen(&self) -> Option<bool> {
+        match self.choice.load(Ordering::Relaxed) {
+            1 => Some(false),
+            2 => Some(true),
+            _ => None,
+        }
+    }
+}

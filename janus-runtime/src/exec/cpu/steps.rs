@@ -150,7 +150,7 @@ pub(crate) fn run_step<'a>(step: &Step, vals: &'a [Option<ValRef>], f: &Frame<'a
                 );
             }
         }
-        StepKind::Generic { op, inputs, out } if window_step(op, inputs, *out, vals, f) => {}
+        StepKind::Generic { op, inputs, out } if direct_step(op, inputs, *out, vals, f) => {}
         StepKind::Generic { op, inputs, out } => {
             let args: Vec<crate::Tensor> = inputs.iter().map(|&i| f.tensor(val(i))).collect();
             let refs: Vec<&crate::Tensor> = args.iter().collect();
@@ -168,17 +168,29 @@ pub(crate) fn run_step<'a>(step: &Step, vals: &'a [Option<ValRef>], f: &Frame<'a
     }
 }
 
-/// The sliding-window ops on dense operands, run by their kernels straight from and into the
-/// plan's buffers (the generic path copies operands into tensors and the result back). Returns
-/// whether it ran the step.
-fn window_step<'a>(op: &crate::ops::Op, inputs: &[usize], out: usize, vals: &'a [Option<ValRef>], f: &Frame<'a>) -> bool {
+/// Ops run by their kernels straight from and into the plan's buffers (the generic path copies
+/// operands into tensors and the result back): sums over any dimensions of a strided operand,
+/// and the sliding-window ops on dense operands. Returns whether it ran the step.
+fn direct_step<'a>(op: &crate::ops::Op, inputs: &[usize], out: usize, vals: &'a [Option<ValRef>], f: &Frame<'a>) -> bool {
     use crate::ops::Op;
     use janus_kernels::conv as k;
     let val = |i: usize| vals[i].as_ref().expect("every node read by a step has a value");
-    if !inputs.iter().all(|&i| val(i).layout().is_dense()) || !val(out).dtype.is_float() {
+    if !val(out).dtype.is_float() {
         return false;
     }
     let x = val(inputs[0]);
+    if let Op::Sum(p) = op {
+        let reduce: SmallVec<[bool; 6]> = (0..x.shape.rank()).map(|d| p.dims.contains(&d)).collect();
+        with_float_type!(x.dtype, T => {
+            // SAFETY: the result is disjoint from the operand (plan).
+            let dst = unsafe { f.dst::<T>(val(out)) };
+            janus_kernels::strided::sum_dims(&x.shape, f.src::<T>(x), &reduce, dst);
+        }, _ => unreachable!("checked above"));
+        return true;
+    }
+    if !inputs.iter().all(|&i| val(i).layout().is_dense()) {
+        return false;
+    }
     let d = |v: &ValRef| v.shape.dims().to_vec();
     let geometry = |w: &crate::ops::Window2d, n: usize, c: usize, size: [usize; 2]| k::Window {
         n,
