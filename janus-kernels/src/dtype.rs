@@ -279,8 +279,8 @@ macro_rules! impl_float {
         }
     };
 }
-use crate::simd_math::{exp_lane, log_lane, sigmoid_lane, tanh_lane};
-// std has no `erf`; libm's is the musl one (within 1 ulp), also what Rust's own unstable
-// `f64::erf` calls.
-impl_float!(f32, exp_lane, log_lane, tanh_lane, sigmoid_lane, libm::erff);
+use crate::simd_math::{erf_lane, exp_lane, log_lane, sigmoid_lane, tanh_lane};
+// std has no `erf`. f64 uses libm's (the musl one, within 1 ulp, also what Rust's own
+// unstable `f64::erf` calls); f32 uses a branch-free approximation that vectorises.
+impl_float!(f32, exp_lane, log_lane, tanh_lane, sigmoid_lane, erf_lane);
 impl_float!(f64, f64::exp, f64::ln, f64::tanh, |x: f64| 1.0 / (1.0 + (-x).exp()), libm::erf);

@@ -394,6 +394,16 @@ fn each_unary<T: Float>(f: FUnary, out: &mut [T], x: &[T]) {
         FUnary::Op(UnaryOp::Recip) => map1(out, x, |v| T::ONE / v),
         FUnary::Op(UnaryOp::Not) => map1(out, x, |v| bit(v == T::ZERO)),
         FUnary::NonZero => map1(out, x, |v| bit(v != T::ZERO)),
+        FUnary::Op(UnaryOp::Erf) => map1(out, x, T::erf),
+        FUnary::Op(UnaryOp::Rsqrt) => map1(out, x, |v| T::ONE / v.sqrt()),
+        f @ FUnary::Op(UnaryOp::Gelu | UnaryOp::Silu) => {
+            // `unary` with `f` fixed per arm, so the loop has no `match` and vectorises.
+            if f == FUnary::Op(UnaryOp::Gelu) {
+                map1(out, x, |v| unary(FUnary::Op(UnaryOp::Gelu), v))
+            } else {
+                map1(out, x, |v| unary(FUnary::Op(UnaryOp::Silu), v))
+            }
+        }
         f => map1(out, x, |v| unary(f, v)),
     }
 }

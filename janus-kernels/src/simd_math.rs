@@ -188,6 +188,42 @@ pub fn sigmoid_lane(x: f32) -> f32 {
     recip_refined(if x < 0.0 { e } else { 1.0 }, 1.0, e)
 }
 
+/// Returns erf(x): a rational approximation (Eigen's `generic_fast_erf_float`), branch-free
+/// so it vectorises; libm's `erff` branches per element and did not, which made an f32 GELU
+/// 5 ns per element. Max absolute error 4.2e-7 (7 ulp, near |x| = 3.3; measured against f64
+/// `erf` in the tests); odd, constant beyond |x| = 4 (within 5e-7 of ±1), NaN stays NaN.
+#[inline(always)]
+pub fn erf_lane(x: f32) -> f32 {
+    const A: [f32; 7] = [
+        -1.609_603_3e-2,
+        -2.954_599_8e-3,
+        -7.349_906_3e-4,
+        -5.692_506_4e-5,
+        -2.101_024e-6,
+        2.770_681_4e-8,
+        -2.726_142_3e-10,
+    ];
+    const B: [f32; 5] = [-1.426_473_9e-2, -7.373_329e-3, -1.682_827e-3, -2.133_740_6e-4, -1.456_607_2e-5];
+    // Selects, not min/max, so a NaN input stays NaN.
+    let c = if x > 4.0 {
+        4.0
+    } else if x < -4.0 {
+        -4.0
+    } else {
+        x
+    };
+    let x2 = c * c;
+    let mut p = A[6];
+    for &a in A[..6].iter().rev() {
+        p = p * x2 + a;
+    }
+    let mut q = B[4];
+    for &b in B[..4].iter().rev() {
+        q = q * x2 + b;
+    }
+    c * p / q
+}
+
 /// Returns num / (a + b) for |a| >= |b|, nearly correctly rounded. Plain `num / (a + b)`
 /// adds a rounding of a + b that cost tanh and sigmoid ~0.5 ulp, so that error is
 /// recovered exactly (Fast2Sum) and folded into one Newton step on the quotient.
@@ -267,6 +303,22 @@ mod tests {
 
     type SliceFn = fn(&[f32], &mut [f32]);
     type LaneFn = fn(f32) -> f32;
+    #[test]
+    fn erf_lane_is_within_its_stated_error() {
+        let mut worst: f64 = 0.0;
+        for i in -600_000..=600_000 {
+            let x = i as f32 * 1e-5;
+            worst = worst.max((erf_lane(x) as f64 - libm::erf(x as f64)).abs());
+        }
+        assert!(worst < 4.5e-7, "erf: max absolute error {worst:e}");
+        let tiny = 1e-30f32;
+        assert!((erf_lane(tiny) as f64 / (tiny as f64 * std::f64::consts::FRAC_2_SQRT_PI) - 1.0).abs() < 1e-6);
+        for x in [4.0, 9.0, f32::INFINITY] {
+            assert!((erf_lane(x) - 1.0).abs() < 5e-7 && erf_lane(x) <= 1.0 && erf_lane(-x) == -erf_lane(x), "{x}");
+        }
+        assert!(erf_lane(f32::NAN).is_nan());
+    }
+
     const FUNCS: [(&str, SliceFn, LaneFn); 4] = [
         ("exp", exp, exp_lane),
         ("log", log, log_lane),
