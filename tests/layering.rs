@@ -8,7 +8,7 @@ use std::path::Path;
 
 /// Layers, lowest first.
 const LAYERS: &[(&str, &[&str])] = &[
-    ("leaves", &["config", "error", "device", "shape", "layout", "panics"]),
+    ("leaves", &["config", "error", "device", "shape", "layout", "panics", "profile"]),
     (
         "value core",
         &[
@@ -62,6 +62,7 @@ const REEXPORTS: &[(&str, &str)] = &[
     ("Compiled", "compile"),
     ("Traced", "compile"),
     ("trace", "compile"),
+    ("profile_report", "profile"),
 ];
 
 fn layer_of(module: &str) -> Option<usize> {

@@ -363,7 +363,14 @@ mod tests {
     /// maximum of each column, and `fold` of the cotangent placed at that maximum.
     #[test]
     fn max_pool_matches_unfold_argmax() {
-        for (size, k, s, p, d) in [([6, 5], 2, 2, 0, 1), ([7, 7], 2, 2, 0, 2), ([6, 7], 2, 2, 0, 1), ([5, 5], 3, 2, 1, 1), ([7, 6], 3, 1, 1, 2), ([4, 4], 2, 1, 1, 1)] {
+        for (size, k, s, p, d) in [
+            ([6, 5], 2, 2, 0, 1),
+            ([7, 7], 2, 2, 0, 2),
+            ([6, 7], 2, 2, 0, 1),
+            ([5, 5], 3, 2, 1, 1),
+            ([7, 6], 3, 1, 1, 2),
+            ([4, 4], 2, 1, 1, 1),
+        ] {
             let g = geom(size, k, s, p, d);
             let xn = g.n * g.c * size[0] * size[1];
             // Repeated values exercise the first-maximum tie rule.
@@ -376,7 +383,9 @@ mod tests {
             let (mut want, mut back_col) = (vec![0.0; gy.len()], vec![0.0; g.col_len()]);
             for c in 0..g.c {
                 for q in 0..plane {
-                    let at = (0..taps).fold(0, |a, t| if col[(c * taps + t) * plane + q] > col[(c * taps + a) * plane + q] { t } else { a });
+                    let at = (0..taps).fold(0, |a, t| {
+                        if col[(c * taps + t) * plane + q] > col[(c * taps + a) * plane + q] { t } else { a }
+                    });
                     let (b, r) = (q / (oh * ow), q % (oh * ow));
                     let o = (b * g.c + c) * oh * ow + r;
                     want[o] = col[(c * taps + at) * plane + q];

@@ -312,9 +312,14 @@ mod tests {
         }
         assert!(worst < 4.5e-7, "erf: max absolute error {worst:e}");
         let tiny = 1e-30f32;
-        assert!((erf_lane(tiny) as f64 / (tiny as f64 * std::f64::consts::FRAC_2_SQRT_PI) - 1.0).abs() < 1e-6);
+        assert!(
+            (erf_lane(tiny) as f64 / (tiny as f64 * std::f64::consts::FRAC_2_SQRT_PI) - 1.0).abs() < 1e-6
+        );
         for x in [4.0, 9.0, f32::INFINITY] {
-            assert!((erf_lane(x) - 1.0).abs() < 5e-7 && erf_lane(x) <= 1.0 && erf_lane(-x) == -erf_lane(x), "{x}");
+            assert!(
+                (erf_lane(x) - 1.0).abs() < 5e-7 && erf_lane(x) <= 1.0 && erf_lane(-x) == -erf_lane(x),
+                "{x}"
+            );
         }
         assert!(erf_lane(f32::NAN).is_nan());
     }

@@ -384,7 +384,10 @@ mod tests {
         let mut per_channel = vec![9.0; c];
         sum_dims(&[n, c, p], src, &[true, false, true], &mut per_channel);
         for (j, &s) in per_channel.iter().enumerate() {
-            assert_eq!(s, (0..n).flat_map(|i| (0..p).map(move |k| (i, k))).map(|(i, k)| at(i, j, k)).sum::<f64>());
+            assert_eq!(
+                s,
+                (0..n).flat_map(|i| (0..p).map(move |k| (i, k))).map(|(i, k)| at(i, j, k)).sum::<f64>()
+            );
         }
         let mut per_pos = vec![0.0; n * p];
         sum_dims(&[n, c, p], src, &[false, true, false], &mut per_pos);

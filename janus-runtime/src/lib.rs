@@ -26,6 +26,7 @@ mod device;
 pub mod error;
 mod layout;
 mod panics;
+mod profile;
 mod shape;
 // The value core (tensor <-> autograd <-> ops is the one cycle allowed).
 mod api;
@@ -66,10 +67,10 @@ pub use checkpoint::{LoadReport, load, load_partial, save};
 pub use compile::{Compiled, OutKind, Traced, trace};
 pub use config::Mode;
 pub use device::Device;
-pub use exec::profile_report;
 pub use error::{CheckpointError, DeviceError};
 pub use janus_kernels::{DType, Element};
 pub use module::Module;
+pub use profile::report as profile_report;
 pub use random::{manual_seed, set_stream_position, stream_position};
 pub use rt::{
     EagerKind, FragmentStats, KeyStats, OpCounts, SAMPLE_PERIOD, Stats, explain, mode, reset_caches,

@@ -103,7 +103,13 @@ impl Tensor {
 
     /// Checks a pooling call; returns its window.
     #[track_caller]
-    fn pool_window(&self, op: &'static str, kernel: [usize; 2], stride: [usize; 2], padding: [usize; 2]) -> Window2d {
+    fn pool_window(
+        &self,
+        op: &'static str,
+        kernel: [usize; 2],
+        stride: [usize; 2],
+        padding: [usize; 2],
+    ) -> Window2d {
         if self.rank() != 4 || !self.dtype().is_float() || kernel.contains(&0) || stride.contains(&0) {
             bail!(
                 op,
@@ -156,7 +162,8 @@ impl Tensor {
         let window = self.pool_window("avg_pool2d", kernel, stride, padding);
         let col = self.unfold_windows(window, 0.0);
         let c = col.dims().to_vec();
-        let (col, [c, n, oh, ow]) = (col.reshape([c[0], c[1] * c[2], c[3] * c[4] * c[5]]), [c[0], c[3], c[4], c[5]]);
+        let (col, [c, n, oh, ow]) =
+            (col.reshape([c[0], c[1] * c[2], c[3] * c[4] * c[5]]), [c[0], c[3], c[4], c[5]]);
         let _ctx = Composite::enter("avg_pool2d");
         let mean = col.sum(1) * (1.0 / (kernel[0] * kernel[1]) as f64);
         mean.reshape([c, n, oh, ow]).permute(&[1, 0, 2, 3]).contiguous()

@@ -55,9 +55,13 @@ pub(crate) fn device_of(op: &Op, x: &[&Tensor]) -> Device {
 #[track_caller]
 pub(crate) fn compute(op: &Op, x: &[&Tensor], ty: &TensorType) -> Data {
     match device_of(op, x) {
-        Device::Cpu if crate::config::config().profile => {
-            crate::exec::cpu_profile::eager(op, x, ty, || op.compute_cpu(x, ty))
-        }
+        Device::Cpu if crate::profile::on() => crate::profile::eager(
+            || {
+                let ins: Vec<String> = x.iter().map(|t| format!("{:?}", t.dims())).collect();
+                format!("{} {} -> {:?}", op.name(), ins.join(" "), ty.shape.dims())
+            },
+            || op.compute_cpu(x, ty),
+        ),
         Device::Cpu => op.compute_cpu(x, ty),
         Device::Cuda(n) => cuda::compute(op, x, ty, n),
     }

@@ -12,8 +12,6 @@ pub(crate) mod memory;
 #[cfg(feature = "fault-injection")]
 pub use faults::{break_compiled_backward, break_fused_kernels};
 pub use memory::MemoryPlan;
-pub use cpu::profile::report as profile_report;
-pub(crate) use cpu::profile as cpu_profile;
 
 use crate::Device;
 use crate::graph::Graph;

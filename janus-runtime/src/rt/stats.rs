@@ -458,7 +458,7 @@ pub fn explain() -> String {
         }
     }
     let _ = writeln!(out, "{}", s.coverage_summary());
-    let profile = crate::profile_report();
+    let profile = crate::profile::report();
     if !profile.is_empty() {
         let _ = write!(out, "\nJANUS_PROFILE: CPU executor steps, heaviest first\n{profile}");
     }

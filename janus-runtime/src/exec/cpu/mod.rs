@@ -5,7 +5,7 @@
 //! buffer is allocated.
 
 mod frame;
-pub(crate) mod profile;
+mod profile;
 pub(crate) mod schedule;
 pub(crate) mod steps;
 
@@ -108,9 +108,9 @@ impl CpuPlan {
                     steps::run_step(step, vals, &frame);
                 }
                 self.tuner.record(false, t0.elapsed());
-            } else if crate::config::config().profile {
+            } else if crate::profile::on() {
                 for step in steps {
-                    profile::step(l, step, || steps::run_step(step, vals, &frame));
+                    crate::profile::step(|| profile::label(l, step), || steps::run_step(step, vals, &frame));
                 }
             } else {
                 for step in steps {

@@ -223,3 +223,36 @@ impl Tuner {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    /// The tuner alternates while it measures, skips the warm-up runs, and keeps the mode with
+    /// the lower median.
+    #[test]
+    fn the_tuner_keeps_the_faster_schedule() {
+        for (par_ms, serial_ms, want) in [(1, 2, true), (3, 2, false)] {
+            let t = Tuner::default();
+            let mut modes = Vec::new();
+            while t.chosen().is_none() {
+                let p = t.wants_parallel();
+                modes.push(p);
+                // The warm-up runs are slow whatever the mode; they must not count.
+                let ms = if modes.len() <= TUNE_SKIP {
+                    100
+                } else if p {
+                    par_ms
+                } else {
+                    serial_ms
+                };
+                t.record(p, Duration::from_millis(ms));
+            }
+            assert_eq!(t.chosen(), Some(want));
+            assert_eq!(modes.len(), TUNE_SKIP + 2 * TUNE_RUNS, "{modes:?}");
+            assert!(modes.windows(2).all(|w| w[0] != w[1]), "alternates: {modes:?}");
+            assert_eq!(t.wants_parallel(), want);
+        }
+    }
+}

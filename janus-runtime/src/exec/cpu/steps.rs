@@ -171,7 +171,13 @@ pub(crate) fn run_step<'a>(step: &Step, vals: &'a [Option<ValRef>], f: &Frame<'a
 /// Ops run by their kernels straight from and into the plan's buffers (the generic path copies
 /// operands into tensors and the result back): sums over any dimensions of a strided operand,
 /// and the sliding-window ops on dense operands. Returns whether it ran the step.
-fn direct_step<'a>(op: &crate::ops::Op, inputs: &[usize], out: usize, vals: &'a [Option<ValRef>], f: &Frame<'a>) -> bool {
+fn direct_step<'a>(
+    op: &crate::ops::Op,
+    inputs: &[usize],
+    out: usize,
+    vals: &'a [Option<ValRef>],
+    f: &Frame<'a>,
+) -> bool {
     use crate::ops::Op;
     use janus_kernels::conv as k;
     let val = |i: usize| vals[i].as_ref().expect("every node read by a step has a value");
