@@ -80,9 +80,10 @@ pub(crate) fn build(l: &Lowered) -> Schedule {
         preds: preds_of.iter().map(|p| p.len() as u32).collect(),
         succs,
         rank,
-        // Only when the work is large and the critical path leaves a quarter of it to overlap.
+        // Only when the work is large and the critical path leaves a tenth of it to overlap;
+        // the tuner then measures whether two workers beat the calling thread.
         parallel: total >= PARALLEL_MIN_COST
-            && critical * 4 <= total * 3
+            && critical * 10 <= total * 9
             && rayon::current_num_threads() >= 2,
     }
 }
