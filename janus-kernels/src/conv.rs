@@ -1,6 +1,6 @@
 //! Sliding windows over `[N, C, H, W]` images, for convolution and pooling: `unfold` (im2col)
 //! lays every window out as a column, `fold` (col2im) is its adjoint and sums columns back into
-//! an image.
+//! an image; `max_pool` and `max_pool_backward` work on the image directly.
 //!
 //! The column buffer is `[C, kh, kw, N, OH, OW]`: a row per `(channel, kernel offset)` and a
 //! column per output position of every sample, so a convolution is one GEMM

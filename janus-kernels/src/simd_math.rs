@@ -196,7 +196,7 @@ pub fn sigmoid_lane(x: f32) -> f32 {
 pub fn erf_lane(x: f32) -> f32 {
     const A: [f32; 7] = [
         -1.609_603_3e-2,
-        -2.954_599_8e-3,
+        -2.954_6e-3,
         -7.349_906_3e-4,
         -5.692_506_4e-5,
         -2.101_024e-6,
@@ -204,14 +204,8 @@ pub fn erf_lane(x: f32) -> f32 {
         -2.726_142_3e-10,
     ];
     const B: [f32; 5] = [-1.426_473_9e-2, -7.373_329e-3, -1.682_827e-3, -2.133_740_6e-4, -1.456_607_2e-5];
-    // Selects, not min/max, so a NaN input stays NaN.
-    let c = if x > 4.0 {
-        4.0
-    } else if x < -4.0 {
-        -4.0
-    } else {
-        x
-    };
+    // `clamp` keeps a NaN input NaN.
+    let c = x.clamp(-4.0, 4.0);
     let x2 = c * c;
     let mut p = A[6];
     for &a in A[..6].iter().rev() {

@@ -53,7 +53,7 @@ pub fn report() -> String {
     let t = TOTALS.lock().unwrap();
     let Some(t) = t.as_ref() else { return String::new() };
     let mut rows: Vec<_> = t.iter().collect();
-    rows.sort_by(|a, b| b.1.1.cmp(&a.1.1));
+    rows.sort_by_key(|r| std::cmp::Reverse(r.1.1));
     let total: Duration = rows.iter().map(|r| r.1.1).sum();
     let mut out = String::new();
     let _ = writeln!(out, "{:>10} {:>6} {:>9} {:>10}  step", "total ms", "share", "runs", "mean µs");

@@ -1,7 +1,8 @@
 //! Sliding windows over `[N, C, H, W]` images: `unfold` (im2col) and its adjoint `fold`
-//! (col2im). `conv2d` is `unfold` followed by one GEMM over the whole batch, and the pooling
-//! ops reduce over the unfolded windows (`src/api/nn.rs`), so these two primitives carry the
-//! CNN ops, forward and backward, through compiled graphs.
+//! (col2im), and max pooling. `conv2d` is `unfold` followed by one GEMM over the whole batch,
+//! and average pooling sums over the unfolded windows (`src/api/conv.rs`). Max pooling is a
+//! primitive with its own backward op: as `unfold` + `argmax` + `gather` it cost five passes
+//! over the image and a column buffer `kh * kw` times its size.
 
 use super::{F64Bits, TensorType};
 use crate::error::bail;

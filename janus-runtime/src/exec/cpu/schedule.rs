@@ -184,7 +184,7 @@ impl Tuner {
         match self.choice.load(Ordering::Relaxed) {
             1 => false,
             2 => true,
-            _ => self.runs.load(Ordering::Relaxed) % 2 == 0,
+            _ => self.runs.load(Ordering::Relaxed).is_multiple_of(2),
         }
     }
 
