@@ -298,19 +298,25 @@ pub fn max_pool_backward<T: Float>(g: &Window, x: &[T], gy: &[T], dx: &mut [T]) 
     // `per_plane` splits the output; here the output is `dx`, so walk the planes of `x` and
     // `dx` together.
     let halving = is_2x2_halving(g);
+    let tiles = halving && g.size[0] % 2 == 0 && g.size[1] % 2 == 0;
     let run = |p: usize, d: &mut [T]| {
-        d.fill(T::ZERO);
+        if !tiles {
+            d.fill(T::ZERO);
+        }
         let gp = &gy[p * plane..][..plane];
         if halving {
+            // Windows tile the image (a last odd row or column stays zero): every position is
+            // written once, in order, as the cotangent or zero; no scatter into a cleared plane.
             let (xp, w) = (&x[p * in_plane..][..in_plane], g.size[1]);
             for (oh, grow) in gp.chunks_exact(ow_n).enumerate() {
                 let (r0, r1) = (&xp[2 * oh * w..][..2 * ow_n], &xp[(2 * oh + 1) * w..][..2 * ow_n]);
-                let rows = &mut d[2 * oh * w..][..2 * w];
-                for (ow, &gv) in grow.iter().enumerate() {
-                    let (a, b) = (&r0[2 * ow..2 * ow + 2], &r1[2 * ow..2 * ow + 2]);
+                let (d0, d1) = d[2 * oh * w..][..2 * w].split_at_mut(w);
+                let taps = r0.chunks_exact(2).zip(r1.chunks_exact(2));
+                let outs = d0.chunks_exact_mut(2).zip(d1.chunks_exact_mut(2));
+                for ((&gv, (a, b)), (o0, o1)) in grow.iter().zip(taps).zip(outs) {
                     let (k, _) = winner4([a[0], a[1], b[0], b[1]]);
-                    // The winner's position, computed rather than branched on (random data).
-                    rows[(k >> 1) * w + 2 * ow + (k & 1)] += gv;
+                    let pick = |i: usize| if k == i { gv } else { T::ZERO };
+                    (o0[0], o0[1], o1[0], o1[1]) = (pick(0), pick(1), pick(2), pick(3));
                 }
             }
             return;
