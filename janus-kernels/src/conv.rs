@@ -250,6 +250,11 @@ pub fn max_pool<T: Float>(g: &Window, x: &[T], out: &mut [T]) {
     let [oh_n, ow_n] = g.out_size().expect("max_pool: the window does not fit the image");
     assert_eq!(x.len(), g.n * g.c * g.size[0] * g.size[1], "max_pool: input length");
     assert_eq!(out.len(), g.n * g.c * oh_n * ow_n, "max_pool: output length");
+    if g.size[0] * g.size[1] == 0 {
+        // An empty image with padding: every window holds only padding, which reads as -inf.
+        out.fill(T::NEG_INFINITY);
+        return;
+    }
     if is_2x2_halving(g) {
         let w = g.size[1];
         per_plane(g, x, out, oh_n * ow_n, |_, xp, o| {
