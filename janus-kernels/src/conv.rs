@@ -303,7 +303,7 @@ pub fn max_pool_backward<T: Float>(g: &Window, x: &[T], gy: &[T], dx: &mut [T]) 
     // `per_plane` splits the output; here the output is `dx`, so walk the planes of `x` and
     // `dx` together.
     let halving = is_2x2_halving(g);
-    let tiles = halving && g.size[0] % 2 == 0 && g.size[1] % 2 == 0;
+    let tiles = halving && g.size[0].is_multiple_of(2) && g.size[1].is_multiple_of(2);
     let run = |p: usize, d: &mut [T]| {
         if !tiles {
             d.fill(T::ZERO);
