@@ -222,23 +222,23 @@ fn pool_winners<T: Float>(g: &Window, plane: &[T], mut f: impl FnMut(usize, Opti
     }
 }
 
-/// Runs `f(plane_index, x_plane, out_plane)` over the `n * c` image planes, in parallel when
+/// Runs `f(x_plane, out_plane)` over the `n * c` image planes, in parallel when
 /// large.
 fn per_plane<T: Float>(
     g: &Window,
     x: &[T],
     out: &mut [T],
     out_plane: usize,
-    f: impl Fn(usize, &[T], &mut [T]) + Sync,
+    f: impl Fn(&[T], &mut [T]) + Sync,
 ) {
     let in_plane = g.size[0] * g.size[1];
     if in_plane == 0 || out_plane == 0 {
         return;
     }
     if x.len() >= PARALLEL_MIN && crate::parallel::allowed() {
-        out.par_chunks_mut(out_plane).enumerate().for_each(|(p, o)| f(p, &x[p * in_plane..][..in_plane], o));
+        out.par_chunks_mut(out_plane).enumerate().for_each(|(p, o)| f(&x[p * in_plane..][..in_plane], o));
     } else {
-        out.chunks_mut(out_plane).enumerate().for_each(|(p, o)| f(p, &x[p * in_plane..][..in_plane], o));
+        out.chunks_mut(out_plane).enumerate().for_each(|(p, o)| f(&x[p * in_plane..][..in_plane], o));
     }
 }
 
@@ -257,7 +257,7 @@ pub fn max_pool<T: Float>(g: &Window, x: &[T], out: &mut [T]) {
     }
     if is_2x2_halving(g) {
         let w = g.size[1];
-        per_plane(g, x, out, oh_n * ow_n, |_, xp, o| {
+        per_plane(g, x, out, oh_n * ow_n, |xp, o| {
             for (oh, orow) in o.chunks_exact_mut(ow_n).enumerate() {
                 let (r0, r1) = (&xp[2 * oh * w..][..2 * ow_n], &xp[(2 * oh + 1) * w..][..2 * ow_n]);
                 for ((y, a), b) in orow.iter_mut().zip(r0.chunks_exact(2)).zip(r1.chunks_exact(2)) {
@@ -267,7 +267,7 @@ pub fn max_pool<T: Float>(g: &Window, x: &[T], out: &mut [T]) {
         });
         return;
     }
-    per_plane(g, x, out, oh_n * ow_n, |_, xp, o| pool_winners(g, xp, |k, _, v| o[k] = v));
+    per_plane(g, x, out, oh_n * ow_n, |xp, o| pool_winners(g, xp, |k, _, v| o[k] = v));
 }
 
 /// The usual pooling window: 2x2, stride 2, no padding or dilation.

@@ -43,7 +43,8 @@ pub struct Fold {
     pub size: [usize; 2],
 }
 
-fn window(w: &Window2d, n: usize, c: usize, size: [usize; 2]) -> Window {
+/// The kernel geometry of `w` over `n` images of `c` channels and `size` pixels.
+pub(crate) fn window(w: &Window2d, n: usize, c: usize, size: [usize; 2]) -> Window {
     Window { n, c, size, kernel: w.kernel, stride: w.stride, padding: w.padding, dilation: w.dilation }
 }
 

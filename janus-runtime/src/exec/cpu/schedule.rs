@@ -204,7 +204,8 @@ impl Tuner {
                 v.sort_unstable();
                 v[v.len() / 2]
             };
-            let (serial, par) = (median(&mut t[0].clone()), median(&mut t[1].clone()));
+            let [s, p] = &mut *t;
+            let (serial, par) = (median(s), median(p));
             let choice = if par < serial { 2 } else { 1 };
             log::debug!(
                 target: "janus::schedule",

@@ -198,15 +198,7 @@ fn direct_step<'a>(
         return false;
     }
     let d = |v: &ValRef| v.shape.dims().to_vec();
-    let geometry = |w: &crate::ops::Window2d, n: usize, c: usize, size: [usize; 2]| k::Window {
-        n,
-        c,
-        size,
-        kernel: w.kernel,
-        stride: w.stride,
-        padding: w.padding,
-        dilation: w.dilation,
-    };
+    let geometry = crate::ops::conv::window;
     with_float_type!(x.dtype, T => {
         // SAFETY: the result is disjoint from the operands (plan).
         let dst = || unsafe { f.dst::<T>(val(out)) };
