@@ -58,23 +58,34 @@ fn tiny(x: &Tensor) -> Tensor {
     y
 }
 
-/// Nanoseconds per call of [`tiny`] on a one-element tensor (median of 15 blocks of 200k
-/// calls) and of CartPole's `act` (15 blocks of 50k calls), eager and replayed: the cost of
-/// the hit path.
+/// A block whose graph runs no kernel (the reshape is a view): a replay is dispatch (probe,
+/// key, lookup, sampling decision), the executor's entry and the rebuild of the output.
+#[janus(min_ops = 1)]
+fn no_kernel(x: &Tensor) -> Tensor {
+    let y = x.reshape([1, 1]);
+    y
+}
+
+/// Nanoseconds per call of [`tiny`] and [`no_kernel`] on a one-element tensor (median of 15
+/// blocks of 200k calls) and of CartPole's `act` (15 blocks of 50k calls), eager and replayed:
+/// the cost of the hit path. The difference between the two blocks' replays is what running
+/// a one-kernel graph adds to dispatch.
 pub fn hit_cost() {
     let x = Tensor::ones([1]);
     for _ in 0..4 {
         tiny(&x); // recorded, compiled, first replays
+        no_kernel(&x);
     }
-    let per_call = |mode: Mode| {
+    let per_call = |mode: Mode, f: fn(&Tensor) -> Tensor| {
         let mut blocks: Vec<f64> = (0..15)
             .map(|_| {
-                janus::with_mode(mode, || timed(1e9, || (0..200_000).for_each(|_| _ = tiny(&x)))) / 200_000.0
+                janus::with_mode(mode, || timed(1e9, || (0..200_000).for_each(|_| _ = f(&x)))) / 200_000.0
             })
             .collect();
         median(&mut blocks)
     };
-    let (e, j) = (per_call(Mode::Eager), per_call(Mode::Janus));
+    let (e, j) = (per_call(Mode::Eager, tiny), per_call(Mode::Janus, tiny));
+    let (ne, nj) = (per_call(Mode::Eager, no_kernel), per_call(Mode::Janus, no_kernel));
     // `act` of the CartPole example: batch-1 inference and sampling, one replay per call.
     let policy = cartpole::Policy::new();
     let obs = Tensor::from_vec(vec![0.01f32, -0.02, 0.03, 0.01], [1, 4]);
@@ -90,6 +101,7 @@ pub fn hit_cost() {
     };
     let (ae, aj) = (act_ns(Mode::Eager), act_ns(Mode::Janus));
     println!("\n| block | eager, ns/call | janus (replay), ns/call |\n|---|---:|---:|");
-    println!("| `x * 2.0 + 1.0`, 1 element | {e:.0} | {j:.0} |");
+    println!("| dispatch only: `x.reshape([1, 1])`, a graph with no kernel | {ne:.0} | {nj:.0} |");
+    println!("| `x * 2.0 + 1.0`, 1 element: one fused kernel | {e:.0} | {j:.0} |");
     println!("| CartPole `act` (batch-1 inference and sampling, no environment) | {ae:.0} | {aj:.0} |");
 }

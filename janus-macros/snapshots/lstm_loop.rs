@@ -24,13 +24,11 @@ fn lstm(mut m: &Lstm, mut xs: &[Tensor], mut ys: &[Tensor]) -> Tensor {
         let __janus_w_janus_ret = ::janus::__private::Witness::new();
         match __JANUS_FRAGMENT
             .enter(
-                || {
-                    ::std::vec![
-                        (& ::janus::__private::Probe(& m)).probe("m"), (&
-                        ::janus::__private::Probe(& xs)).probe("xs"), (&
-                        ::janus::__private::Probe(& ys)).probe("ys")
-                    ]
-                },
+                || [
+                    (&::janus::__private::Probe(&m)).probe("m"),
+                    (&::janus::__private::Probe(&xs)).probe("xs"),
+                    (&::janus::__private::Probe(&ys)).probe("ys"),
+                ],
                 ::janus::__private::Instance::of(&|| ()),
             )
         {
@@ -62,17 +60,15 @@ fn lstm(mut m: &Lstm, mut xs: &[Tensor], mut ys: &[Tensor]) -> Tensor {
                             let __janus_w_janus_tail = ::janus::__private::Witness::new();
                             match __JANUS_FRAGMENT
                                 .enter(
-                                    || {
-                                        ::std::vec![
-                                            (& ::janus::__private::Probe(& m.wh)).probe("m.wh"), (&
-                                            ::janus::__private::Probe(& xs)).probe("xs"), (&
-                                            ::janus::__private::Probe(& m.wx)).probe("m.wx"), (&
-                                            ::janus::__private::Probe(& m.b)).probe("m.b"), (&
-                                            ::janus::__private::Probe(& m.wy)).probe("m.wy"), (&
-                                            ::janus::__private::Probe(& m.by)).probe("m.by"), (&
-                                            ::janus::__private::Probe(& ys)).probe("ys")
-                                        ]
-                                    },
+                                    || [
+                                        (&::janus::__private::Probe(&m.wh)).probe("m.wh"),
+                                        (&::janus::__private::Probe(&xs)).probe("xs"),
+                                        (&::janus::__private::Probe(&m.wx)).probe("m.wx"),
+                                        (&::janus::__private::Probe(&m.b)).probe("m.b"),
+                                        (&::janus::__private::Probe(&m.wy)).probe("m.wy"),
+                                        (&::janus::__private::Probe(&m.by)).probe("m.by"),
+                                        (&::janus::__private::Probe(&ys)).probe("ys"),
+                                    ],
                                     ::janus::__private::Instance::of(&|| ()),
                                 )
                             {
@@ -104,20 +100,18 @@ fn lstm(mut m: &Lstm, mut xs: &[Tensor], mut ys: &[Tensor]) -> Tensor {
                                                 });
                                                 match __JANUS_FRAGMENT
                                                     .enter(
-                                                        || {
-                                                            ::std::vec![
-                                                                (& ::janus::__private::Probe(& xs[t])).probe("xs[t]"), (&
-                                                                ::janus::__private::Probe(& m.wx)).probe("m.wx"), (&
-                                                                ::janus::__private::Probe(& h)).probe("h"), (&
-                                                                ::janus::__private::Probe(& m.wh)).probe("m.wh"), (&
-                                                                ::janus::__private::Probe(& m.b)).probe("m.b"), (&
-                                                                ::janus::__private::Probe(& c)).probe("c"), (&
-                                                                ::janus::__private::Probe(& loss)).probe("loss"), (&
-                                                                ::janus::__private::Probe(& m.wy)).probe("m.wy"), (&
-                                                                ::janus::__private::Probe(& m.by)).probe("m.by"), (&
-                                                                ::janus::__private::Probe(& ys[t])).probe("ys[t]")
-                                                            ]
-                                                        },
+                                                        || [
+                                                            (&::janus::__private::Probe(&xs[t])).probe("xs[t]"),
+                                                            (&::janus::__private::Probe(&m.wx)).probe("m.wx"),
+                                                            (&::janus::__private::Probe(&h)).probe("h"),
+                                                            (&::janus::__private::Probe(&m.wh)).probe("m.wh"),
+                                                            (&::janus::__private::Probe(&m.b)).probe("m.b"),
+                                                            (&::janus::__private::Probe(&c)).probe("c"),
+                                                            (&::janus::__private::Probe(&loss)).probe("loss"),
+                                                            (&::janus::__private::Probe(&m.wy)).probe("m.wy"),
+                                                            (&::janus::__private::Probe(&m.by)).probe("m.by"),
+                                                            (&::janus::__private::Probe(&ys[t])).probe("ys[t]"),
+                                                        ],
                                                         ::janus::__private::Instance::of(&|| ()),
                                                     )
                                                 {

@@ -24,13 +24,11 @@ fn update<A: Act>(mut self: &mut Self, mut grads: &[Tensor], mut lr: f64) {
         let __janus_w_janus_ret = ::janus::__private::Witness::new();
         match __JANUS_FRAGMENT
             .enter(
-                || {
-                    ::std::vec![
-                        (& ::janus::__private::Probe(& self)).probe("self"), (&
-                        ::janus::__private::Probe(& grads)).probe("grads"), (&
-                        ::janus::__private::Probe(& lr)).probe("lr")
-                    ]
-                },
+                || [
+                    (&::janus::__private::Probe(&self)).probe("self"),
+                    (&::janus::__private::Probe(&grads)).probe("grads"),
+                    (&::janus::__private::Probe(&lr)).probe("lr"),
+                ],
                 ::janus::__private::Instance::of(&|| ()),
             )
         {
@@ -64,14 +62,12 @@ fn update<A: Act>(mut self: &mut Self, mut grads: &[Tensor], mut lr: f64) {
                             let __janus_w_janus_tail = ::janus::__private::Witness::new();
                             match __JANUS_FRAGMENT
                                 .enter(
-                                    || {
-                                        ::std::vec![
-                                            (& ::janus::__private::Probe(& __janus_dyn_lr)).probe("lr"),
-                                            (& ::janus::__private::Probe(& self.params))
-                                            .probe("self.params"), (& ::janus::__private::Probe(&
-                                            grads)).probe("grads")
-                                        ]
-                                    },
+                                    || [
+                                        (&::janus::__private::Probe(&__janus_dyn_lr)).probe("lr"),
+                                        (&::janus::__private::Probe(&self.params))
+                                            .probe("self.params"),
+                                        (&::janus::__private::Probe(&grads)).probe("grads"),
+                                    ],
                                     ::janus::__private::Instance::of(&|| ()),
                                 )
                             {
@@ -107,13 +103,11 @@ fn update<A: Act>(mut self: &mut Self, mut grads: &[Tensor], mut lr: f64) {
                                                 let __janus_dyn_lr = ::janus::__private::dynamic_scalar(lr);
                                                 match __JANUS_FRAGMENT
                                                     .enter(
-                                                        || {
-                                                            ::std::vec![
-                                                                (& ::janus::__private::Probe(& __janus_dyn_lr)).probe("lr"),
-                                                                (& ::janus::__private::Probe(& * w)).probe("*w"), (&
-                                                                ::janus::__private::Probe(& g)).probe("g")
-                                                            ]
-                                                        },
+                                                        || [
+                                                            (&::janus::__private::Probe(&__janus_dyn_lr)).probe("lr"),
+                                                            (&::janus::__private::Probe(&*w)).probe("*w"),
+                                                            (&::janus::__private::Probe(&g)).probe("g"),
+                                                        ],
                                                         ::janus::__private::Instance::of(&|| ()),
                                                     )
                                                 {

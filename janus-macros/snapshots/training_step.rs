@@ -29,14 +29,12 @@ fn train_step(
         let __janus_w_janus_ret = ::janus::__private::Witness::new();
         match __JANUS_FRAGMENT
             .enter(
-                || {
-                    ::std::vec![
-                        (& ::janus::__private::Probe(& m)).probe("m"), (&
-                        ::janus::__private::Probe(& opt)).probe("opt"), (&
-                        ::janus::__private::Probe(& x)).probe("x"), (&
-                        ::janus::__private::Probe(& y)).probe("y")
-                    ]
-                },
+                || [
+                    (&::janus::__private::Probe(&m)).probe("m"),
+                    (&::janus::__private::Probe(&opt)).probe("opt"),
+                    (&::janus::__private::Probe(&x)).probe("x"),
+                    (&::janus::__private::Probe(&y)).probe("y"),
+                ],
                 ::janus::__private::Instance::of(&|| ()),
             )
         {
@@ -68,14 +66,12 @@ fn train_step(
                             let __janus_w_loss = ::janus::__private::Witness::new();
                             match __JANUS_FRAGMENT
                                 .enter(
-                                    || {
-                                        ::std::vec![
-                                            (& ::janus::__private::Probe(& m.l1)).probe("m.l1"), (&
-                                            ::janus::__private::Probe(& x)).probe("x"), (&
-                                            ::janus::__private::Probe(& m.l2)).probe("m.l2"), (&
-                                            ::janus::__private::Probe(& y)).probe("y")
-                                        ]
-                                    },
+                                    || [
+                                        (&::janus::__private::Probe(&m.l1)).probe("m.l1"),
+                                        (&::janus::__private::Probe(&x)).probe("x"),
+                                        (&::janus::__private::Probe(&m.l2)).probe("m.l2"),
+                                        (&::janus::__private::Probe(&y)).probe("y"),
+                                    ],
                                     ::janus::__private::Instance::of(&|| ()),
                                 )
                             {
@@ -131,13 +127,11 @@ fn train_step(
                             });
                             match __JANUS_FRAGMENT
                                 .enter(
-                                    || {
-                                        ::std::vec![
-                                            (& ::janus::__private::Probe(& opt)).probe("opt"), (&
-                                            ::janus::__private::Probe(& m)).probe("m"), (&
-                                            ::janus::__private::Probe(& grads)).probe("grads")
-                                        ]
-                                    },
+                                    || [
+                                        (&::janus::__private::Probe(&opt)).probe("opt"),
+                                        (&::janus::__private::Probe(&m)).probe("m"),
+                                        (&::janus::__private::Probe(&grads)).probe("grads"),
+                                    ],
                                     ::janus::__private::Instance::of(&|| ()),
                                 )
                             {

@@ -165,7 +165,7 @@ pub(crate) fn fragment(f: Fragment<'_>, ctx: &mut Ctx) -> Vec<Stmt> {
             #(let #witnesses = ::janus::__private::Witness::new();)*
             // The closure's type is generic over every parameter in scope, an enclosing `impl`'s
             // included, so it tells the instantiations apart (DESIGN §13 rule 10).
-            match __JANUS_FRAGMENT.enter(|| ::std::vec![#(#probes),*], ::janus::__private::Instance::of(&|| ())) {
+            match __JANUS_FRAGMENT.enter(|| [#(#probes),*], ::janus::__private::Instance::of(&|| ())) {
                 ::janus::__private::Enter::Body(__janus_scope) => {
                     #run
                     __janus_scope.exit(::std::vec![#(#exit_outputs),*]);

@@ -228,20 +228,22 @@ impl Compiled {
         inputs: &[Tensor],
         sink: Option<&'static dyn OpSink>,
     ) -> Vec<Tensor> {
-        let rng = self.exec.graph().rng;
-        let mut args: Vec<Tensor> = Vec::with_capacity(inputs.len() + 1);
-        args.extend_from_slice(inputs);
         let mut rng_after = None;
-        if let Some(r) = rng {
-            let (key, counter) = random::stream_position();
-            let state = Tensor::from_buffer(
-                janus_kernels::CpuBuffer::I64(vec![key as i64, counter as i64]),
-                [2].into(),
-            );
-            args.insert(r.input, state);
-            rng_after = Some((key, counter.wrapping_add(r.blocks)));
-        }
-        let mut outs = self.exec.run(args);
+        let mut outs = match self.exec.graph().rng {
+            None => self.exec.run(inputs),
+            Some(r) => {
+                let (key, counter) = random::stream_position();
+                let state = Tensor::from_buffer(
+                    janus_kernels::CpuBuffer::I64(vec![key as i64, counter as i64]),
+                    [2].into(),
+                );
+                let mut args: Vec<Tensor> = Vec::with_capacity(inputs.len() + 1);
+                args.extend_from_slice(inputs);
+                args.insert(r.input, state);
+                rng_after = Some((key, counter.wrapping_add(r.blocks)));
+                self.exec.run(&args)
+            }
+        };
         // Advanced only once the run succeeded: a replay that panics leaves the stream as the
         // statements that run instead expect it.
         if let Some((key, counter)) = rng_after {
@@ -356,7 +358,7 @@ impl CustomBackward for Backward {
         let (exec, ops) = self.compiled.backward_for(&mask);
         let mut args = self.residuals.clone();
         args.extend(grads.iter().flatten().cloned());
-        let mut outs = exec.run(args).into_iter();
+        let mut outs = exec.run(&args).into_iter();
         if let Some(sink) = self.sink {
             sink.backward(ops);
         }

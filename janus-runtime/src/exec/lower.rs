@@ -60,6 +60,9 @@ pub(crate) enum StepKind {
         prog: Arc<FusedProgram>,
         inputs: SmallVec<[usize; 4]>,
         outputs: SmallVec<[usize; 4]>,
+        /// Per input, the strides reading it over the program's shape (filled in once the
+        /// layouts are final, so that a run does not recompute them).
+        reads: SmallVec<[Strides; 4]>,
     },
     MatMul {
         a: usize,
@@ -265,7 +268,7 @@ pub(crate) fn lower(g: &Graph) -> Lowered {
                     _ => unreachable!(),
                 });
                 let inputs = node.inputs.iter().map(|a| a.index()).collect();
-                push(StepKind::Fused { prog: p.clone(), inputs, outputs });
+                push(StepKind::Fused { prog: p.clone(), inputs, outputs, reads: SmallVec::new() });
                 own(i, shape)
             }
             NodeOp::MatMulAdd => {
@@ -352,5 +355,15 @@ pub(crate) fn lower(g: &Graph) -> Lowered {
     }
     let mut l = super::memory::assign_buffers(g, steps, layout, consts, const_of, input_of, &memo_of);
     l.memos = memos;
+    for step in &mut l.steps {
+        if let StepKind::Fused { prog, inputs, reads, .. } = &mut step.kind {
+            *reads = inputs
+                .iter()
+                .map(|&i| {
+                    l.vals[i].as_ref().expect("fused operands have values").layout().broadcast_to(&prog.shape)
+                })
+                .collect();
+        }
+    }
     l
 }

@@ -90,13 +90,14 @@ impl Executor {
 
     /// Runs the graph on `inputs` (types as the graph's inputs) and returns its outputs, on
     /// the backend of the inputs' device.
-    pub fn run(&self, inputs: Vec<Tensor>) -> Vec<Tensor> {
+    pub fn run(&self, inputs: &[Tensor]) -> Vec<Tensor> {
         assert_eq!(inputs.len(), self.graph.inputs.len(), "executor: wrong number of inputs");
-        match self.device_for(&inputs) {
+        match self.device_for(inputs) {
             Device::Cpu => self.cpu.run(&self.lowered, inputs),
-            Device::Cuda(n) => {
-                self.cuda.get_or_init(|| cuda::CudaPlan::new(&self.lowered, n)).run(&self.lowered, inputs)
-            }
+            Device::Cuda(n) => self
+                .cuda
+                .get_or_init(|| cuda::CudaPlan::new(&self.lowered, n))
+                .run(&self.lowered, inputs.to_vec()),
         }
     }
 }

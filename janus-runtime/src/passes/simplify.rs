@@ -233,7 +233,7 @@ mod tests {
         let out = run(g, &mut s);
         assert_eq!(s.get("simplify.rewrites"), 0, "{out}");
         let (got, _) = crate::passes::optimize(out);
-        let e = crate::exec::Executor::compile(got).run(vec![x.clone()]);
+        let e = crate::exec::Executor::compile(got).run(std::slice::from_ref(&x));
         for (o, want) in e.iter().zip([&x + 0.0, &x - -0.0]) {
             let bits = |t: &Tensor| t.to_vec::<f32>().iter().map(|v| v.to_bits()).collect::<Vec<_>>();
             assert_eq!(bits(o), bits(&want));

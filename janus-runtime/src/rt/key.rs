@@ -22,10 +22,15 @@ pub struct Key {
 }
 
 impl Key {
-    /// A 64-bit fingerprint for the fast path of lookups.
+    /// A 64-bit fingerprint for the fast path of lookups: the words and the instantiation.
+    /// The input type names are left out (hashing strings cost more than the rest of the key):
+    /// keys that differ only in them share a bucket and are told apart by `==`.
     pub fn fingerprint(&self) -> u64 {
         let mut h = FxHasher::default();
-        self.hash(&mut h);
+        for &w in &self.words {
+            h.write_u64(w);
+        }
+        self.instance.hash(&mut h);
         h.finish()
     }
 }
@@ -91,8 +96,8 @@ fn leaf_words(t: &Tensor, w: &mut Vec<u64>) {
 
 /// The leaves of a key's inputs, in order, with `Grads` entries resolved to the input leaves they
 /// belong to (DESIGN §13 rule 12): entries for leaves that are not inputs are ignored.
-pub(crate) fn gather_leaves(inputs: &[Probed]) -> Vec<Tensor> {
-    let mut leaves: Vec<Tensor> = Vec::with_capacity(inputs.iter().map(|p| p.leaves.len()).sum());
+pub(crate) fn gather_leaves(inputs: &[Probed]) -> LeafList {
+    let mut leaves = LeafList::new();
     leaves.extend(inputs.iter().filter(|p| p.grads.is_none()).flat_map(|p| p.leaves.iter().cloned()));
     if inputs.iter().all(|p| p.grads.is_none()) {
         return leaves;
@@ -161,6 +166,9 @@ pub(crate) fn recycle(key: Key) {
     SPARE.set(Some(key));
 }
 
+/// A call's input leaves, inline for a typical block (a hit allocates no list).
+pub(crate) type LeafList = smallvec::SmallVec<[Tensor; 8]>;
+
 /// Positions of first occurrences, inline for the leaves of a typical block.
 pub(crate) type Firsts = smallvec::SmallVec<[usize; 16]>;
 
@@ -177,7 +185,7 @@ pub(crate) fn first_occurrences(leaves: &[Tensor]) -> Firsts {
 }
 
 /// The leaves to pass to an executor: each distinct tensor once (aliases share a graph input).
-pub(crate) fn distinct(leaves: Vec<Tensor>, firsts: &[usize]) -> Vec<Tensor> {
+pub(crate) fn distinct(leaves: LeafList, firsts: &[usize]) -> LeafList {
     if firsts.iter().enumerate().all(|(k, &f)| k == f) {
         return leaves;
     }

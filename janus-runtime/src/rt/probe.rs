@@ -19,8 +19,9 @@ pub struct Probed {
     pub name: &'static str,
     /// `type_name` of the probed type.
     pub type_name: &'static str,
-    /// Tensor leaves, in visiting order.
-    pub leaves: Vec<Tensor>,
+    /// Tensor leaves, in visiting order (inline for the few of a typical input: a hit
+    /// allocates nothing for them).
+    pub leaves: smallvec::SmallVec<[Tensor; 4]>,
     /// Constant leaves, in visiting order.
     pub consts: Vec<ConstLeaf>,
     /// The type that cannot be keyed or rebuilt, if any.

@@ -37,7 +37,7 @@ pub(crate) struct Frame<'a> {
     consts: &'a [Tensor],
     memos: &'a [Tensor],
     arena: [*mut u8; 4],
-    outs: Vec<*mut u8>,
+    outs: smallvec::SmallVec<[*mut u8; 4]>,
 }
 
 // SAFETY: the pointers refer to buffers owned by the run that created the frame, which outlive

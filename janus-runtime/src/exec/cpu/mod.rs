@@ -80,20 +80,22 @@ impl CpuPlan {
     }
 
     /// Runs the steps on `inputs` (host tensors).
-    pub(crate) fn run(&self, l: &Lowered, mut inputs: Vec<Tensor>) -> Vec<Tensor> {
-        for t in &mut inputs {
-            if !t.is_contiguous() {
-                *t = dense_input(t);
-            }
-        }
-        let dense = inputs;
+    pub(crate) fn run(&self, l: &Lowered, inputs: &[Tensor]) -> Vec<Tensor> {
+        let copied: Vec<Tensor>;
+        let dense = if inputs.iter().all(Tensor::is_contiguous) {
+            inputs
+        } else {
+            copied =
+                inputs.iter().map(|t| if t.is_contiguous() { t.clone() } else { dense_input(t) }).collect();
+            &copied
+        };
         let pooled = self.pool.lock().unwrap().pop();
         let (mut arenas, mut scratch) =
             pooled.unwrap_or_else(|| (Arenas::new(l.plan.arena_len), Default::default()));
         let mut outs: SmallVec<[_; 4]> = l.output_bufs.iter().map(|&(d, n)| output_buffer(d, n)).collect();
-        let memos = self.memos(l, &dense);
+        let memos = self.memos(l, dense);
         {
-            let frame = Frame::new(&dense, &l.consts, &memos, &mut arenas, &mut outs);
+            let frame = Frame::new(dense, &l.consts, &memos, &mut arenas, &mut outs);
             let (steps, vals) = (&l.steps, &l.vals);
             let parallel = self.schedule.parallel && self.parallel_allowed();
             if parallel && self.tuner.wants_parallel() {
@@ -125,9 +127,11 @@ impl CpuPlan {
             .map(|&o| {
                 let v = l.vals[o].as_ref().expect("outputs have values");
                 let data = match v.buf {
-                    BufRef::Output(k) => {
-                        Data::shared(outs[k].clone(), &v.shape).view(v.strides.clone(), v.offset)
-                    }
+                    BufRef::Output(k) => Data {
+                        storage: crate::storage::Storage::Cpu(outs[k].clone()),
+                        strides: v.strides.clone(),
+                        offset: v.offset,
+                    },
                     BufRef::Input(k) => {
                         let d = dense[k].data();
                         d.view(v.strides.clone(), d.offset + v.offset)

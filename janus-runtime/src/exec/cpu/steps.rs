@@ -26,12 +26,10 @@ fn mat_layout(v: &ValRef) -> MatLayout {
 pub(crate) fn run_step<'a>(step: &Step, vals: &'a [Option<ValRef>], f: &Frame<'a>) {
     let val = |i: usize| vals[i].as_ref().expect("every node read by a step has a value");
     match &step.kind {
-        StepKind::Fused { prog, inputs, outputs } => with_float_type!(prog.dtype, T => {
-            let strides: SmallVec<[Strides; 4]> =
-                inputs.iter().map(|&i| broadcast_strides(val(i), &prog.shape)).collect();
+        StepKind::Fused { prog, inputs, outputs, reads: strides } => with_float_type!(prog.dtype, T => {
             let ins: SmallVec<[Input<T>; 4]> = inputs
                 .iter()
-                .zip(&strides)
+                .zip(strides.iter())
                 .map(|(&i, st)| {
                     let v = val(i);
                     match v.dtype {

@@ -224,7 +224,7 @@ impl CudaPlan {
         }
         for step in &l.steps {
             match &step.kind {
-                StepKind::Fused { prog, inputs, outputs } => {
+                StepKind::Fused { prog, inputs, outputs, .. } => {
                     let strides: Vec<Strides> = inputs
                         .iter()
                         .map(|&i| crate::exec::cpu::steps::broadcast_strides(val(i), &prog.shape))
@@ -414,7 +414,7 @@ pub(crate) fn fused_specs(l: &Lowered) -> Vec<janus_kernels::cuda::codegen::EwSp
     l.steps
         .iter()
         .filter_map(|s| match &s.kind {
-            StepKind::Fused { prog, inputs, outputs } => {
+            StepKind::Fused { prog, inputs, outputs, .. } => {
                 let strides: Vec<Strides> = inputs
                     .iter()
                     .map(|&i| crate::exec::cpu::steps::broadcast_strides(val(i), &prog.shape))

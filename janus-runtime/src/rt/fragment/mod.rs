@@ -223,7 +223,11 @@ impl Fragment {
     /// Decides how this call runs. `instance` identifies the instantiation of the function
     /// (its generic parameters, an enclosing `impl`'s and `Self`), which keys the cache like
     /// inputs do.
-    pub fn enter(&'static self, probes: impl FnOnce() -> Vec<Probed>, instance: Instance) -> Enter {
+    pub fn enter<const N: usize>(
+        &'static self,
+        probes: impl FnOnce() -> [Probed; N],
+        instance: Instance,
+    ) -> Enter {
         let st = self.state();
         Counters::bump(&st.counters.calls);
         let plain = |reason: &str, kind: EagerKind| {
@@ -316,7 +320,12 @@ impl Fragment {
         for (k, t) in leaves.iter().enumerate() {
             guard.register_input(t, names.get(k).copied().unwrap_or("grads"));
         }
-        Enter::Body(self.scope(ScopeKind::Recording { variant, guard, leaves }, EagerKind::Recorded))
+        Enter::Body(
+            self.scope(
+                ScopeKind::Recording { variant, guard, leaves: leaves.into_vec() },
+                EagerKind::Recorded,
+            ),
+        )
     }
 
     #[inline(never)] // off the hit path

@@ -117,7 +117,7 @@ impl Fragment {
             return;
         }
         let t0 = Instant::now();
-        let distinct = key::distinct(leaves.to_vec(), &key::first_occurrences(leaves));
+        let distinct = key::distinct(leaves.iter().cloned().collect(), &key::first_occurrences(leaves));
         // As the recording saw them (see `trace`): the key holds every leaf's grad flags.
         let mut needs: Vec<bool> = distinct.iter().map(|t| t.needs_grad() && t.dtype().is_float()).collect();
         needs.resize(rec.graph.inputs.len(), false);
