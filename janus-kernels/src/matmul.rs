@@ -68,8 +68,59 @@ pub fn matmul<T: Float>(
     dst: &mut [T],
     accumulate: bool,
 ) {
+    product(dims, (lhs, lhs_layout), (rhs, rhs_layout), dst, accumulate, None);
+}
+
+/// `dst[b] = lhs[b] @ rhs[b] + row`, with `row` (length `n`) added to every output row: a
+/// linear layer's bias. The same bits as [`matmul`] followed by a broadcast add of `row`, in
+/// one pass over `dst` after the product instead of a fill before it and a pass after.
+///
+/// Panics if an operand's layout reaches outside its buffer or `row` is not `n` long.
+pub fn matmul_bias<T: Float>(
+    dims: MatmulDims,
+    lhs: &[T],
+    lhs_layout: MatLayout,
+    rhs: &[T],
+    rhs_layout: MatLayout,
+    row: &[T],
+    dst: &mut [T],
+) {
+    assert_eq!(row.len(), dims.n, "matmul_bias: the bias row has the wrong length");
+    product(dims, (lhs, lhs_layout), (rhs, rhs_layout), dst, false, Some(row));
+}
+
+/// Each element of a product is `(+0.0) + Σ products` (`c + ((+0.0) + Σ)` when accumulating),
+/// whichever microkernel gemm picked for these strides: some start from a zero accumulator and
+/// some from the first product, which differ on a sum of `-0.0`s, and an accumulating product
+/// must equal the product added to `c` afterwards (the GEMM epilogue). Without this pass,
+/// eager and compiled runs of one product could disagree on the sign of a zero. A bias row is
+/// added in the same pass, after the `+0.0`, as a separate add would.
+#[inline(always)]
+fn epilogue<T: Float>(d: &mut [T], n: usize, bias: Option<&[T]>) {
+    with_best_simd(
+        #[inline(always)]
+        || match bias {
+            None => d.iter_mut().for_each(|x| *x += T::ZERO),
+            Some(row) => d.chunks_exact_mut(n).for_each(|r| {
+                r.iter_mut().zip(row).for_each(|(x, &b)| *x = (*x + T::ZERO) + b);
+            }),
+        },
+    );
+}
+
+type Operand<'a, T> = (&'a [T], MatLayout);
+
+fn product<T: Float>(
+    dims: MatmulDims,
+    (lhs, lhs_layout): Operand<T>,
+    (rhs, rhs_layout): Operand<T>,
+    dst: &mut [T],
+    accumulate: bool,
+    bias: Option<&[T]>,
+) {
+    assert_eq!(dst.len(), dims.batch * dims.m * dims.n, "matmul: destination has the wrong length");
+    let (dims, lhs_layout) = stack_batches(dims, lhs_layout, rhs_layout);
     let MatmulDims { batch, m, n, k } = dims;
-    assert_eq!(dst.len(), batch * m * n, "matmul: destination has the wrong length");
     if batch == 0 || m == 0 || n == 0 {
         return;
     }
@@ -77,7 +128,7 @@ pub fn matmul<T: Float>(
         if !accumulate {
             dst.fill(T::ZERO);
         }
-        dst.iter_mut().for_each(|x| *x += T::ZERO); // `c + 0`, as below
+        epilogue(dst, n, bias);
         return;
     }
     // The raw-pointer GEMM below trusts these bounds.
@@ -88,7 +139,7 @@ pub fn matmul<T: Float>(
         let l = &lhs[lhs_layout.offset + b * lhs_layout.batch_stride..];
         let r = &rhs[rhs_layout.offset + b * rhs_layout.batch_stride..];
         if m == 1 && gemv(n, k, l, lhs_layout.col_stride, r, rhs_layout, d, accumulate) {
-            d.iter_mut().for_each(|x| *x += T::ZERO); // see below
+            epilogue(d, n, bias);
             return;
         }
         // SAFETY: the asserts above bound every element gemm reads through (ptr, strides) for
@@ -116,13 +167,7 @@ pub fn matmul<T: Float>(
                 par,
             )
         }
-        // Each element is `(+0.0) + Σ products` (`c + ((+0.0) + Σ)` when accumulating),
-        // whichever microkernel gemm picked for these strides: some start from a zero
-        // accumulator and some from the first product, which differ on a sum of `-0.0`s, and an
-        // accumulating product must equal the product added to `c` afterwards (the GEMM
-        // epilogue). Without this, eager and compiled runs of one product could disagree on the
-        // sign of a zero.
-        d.iter_mut().for_each(|x| *x += T::ZERO);
+        epilogue(d, n, bias);
     };
     let threads = if crate::parallel::allowed() { rayon::current_num_threads() } else { 1 };
     if batch > 1 && flops * batch >= PARALLEL_MIN_FLOPS && threads > 1 {
@@ -136,6 +181,20 @@ pub fn matmul<T: Float>(
         for (b, d) in dst.chunks_mut(m * n).enumerate() {
             one(b, d, par);
         }
+    }
+}
+
+/// A batch of left operands against one shared right operand (`[B, m, k] @ [k, n]`, a
+/// linear layer over a batch of sequences) is one tall product `[B*m, k] @ [k, n]` when the
+/// left operand's rows follow each other at one stride across the batch: gemm then packs the
+/// right operand once instead of once per batch entry, and blocks over all the rows. The
+/// destination is contiguous either way.
+fn stack_batches(dims: MatmulDims, lhs: MatLayout, rhs: MatLayout) -> (MatmulDims, MatLayout) {
+    let MatmulDims { batch, m, n, k } = dims;
+    if batch > 1 && rhs.batch_stride == 0 && lhs.batch_stride == m * lhs.row_stride {
+        (MatmulDims { batch: 1, m: batch * m, n, k }, lhs)
+    } else {
+        (dims, lhs)
     }
 }
 
@@ -265,6 +324,52 @@ mod tests {
                     assert_eq!(got[bi * m * n + i * n + j], w);
                 }
             }
+        }
+    }
+
+    #[test]
+    fn batches_against_a_shared_rhs_stack_only_when_rows_line_up() {
+        let (batch, m, n, k) = (3, 5, 7, 6);
+        let a: Vec<f64> = (0..batch * m * k).map(|i| (i as f64 * 0.29).sin()).collect();
+        let b: Vec<f64> = (0..k * n).map(|i| (i as f64 * 0.13).cos()).collect();
+        let bl = MatLayout { batch_stride: 0, ..MatLayout::row_major(k, n) };
+        // Row-major batches stack; transposed ones (rows k apart within a batch, batches m*k
+        // apart) do not, and both must give the per-batch products.
+        let stacked = MatLayout::row_major(m, k);
+        let transposed = MatLayout::row_major(k, m).transposed();
+        assert_eq!(stack_batches(MatmulDims { batch, m, n, k }, stacked, bl).0.m, batch * m);
+        assert_eq!(stack_batches(MatmulDims { batch, m, n, k }, transposed, bl).0.batch, batch);
+        for al in [stacked, transposed] {
+            let mut got = vec![0.0; batch * m * n];
+            matmul(MatmulDims { batch, m, n, k }, &a, al, &b, bl, &mut got, false);
+            for bi in 0..batch {
+                let al1 = MatLayout { offset: bi * al.batch_stride, ..al };
+                let want = naive(m, n, k, &a, al1, &b, bl);
+                for (g, w) in got[bi * m * n..(bi + 1) * m * n].iter().zip(&want) {
+                    assert!((g - w).abs() < 1e-12, "batch {bi} of {al:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_bias_row_gives_the_bits_of_a_product_then_an_add() {
+        // Zero rows of `a` make every product in them a sum of zeros; the bias row holds both
+        // signed zeros, so the sign rules of the two routes are compared too.
+        for (m, n, k) in [(4, 5, 3), (1, 6, 4), (3, 2, 0)] {
+            let a: Vec<f32> =
+                (0..m * k).map(|i| if i / k.max(1) == 1 { -0.0 } else { (i as f32 * 0.7).sin() }).collect();
+            let b: Vec<f32> = (0..k * n).map(|i| (i as f32 * 0.3).cos()).collect();
+            let row: Vec<f32> = (0..n).map(|j| [0.0, -0.0, 1.5, -2.25][j % 4]).collect();
+            let dims = MatmulDims { batch: 1, m, n, k };
+            let (al, bl) = (MatLayout::row_major(m, k), MatLayout::row_major(k, n));
+            let mut want = vec![7.0f32; m * n];
+            matmul(dims, &a, al, &b, bl, &mut want, false);
+            want.chunks_exact_mut(n).for_each(|r| r.iter_mut().zip(&row).for_each(|(x, &c)| *x += c));
+            let mut got = vec![7.0f32; m * n];
+            matmul_bias(dims, &a, al, &b, bl, &row, &mut got);
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&got), bits(&want), "m={m} n={n} k={k}");
         }
     }
 }

@@ -7,7 +7,7 @@ use crate::exec::lower::{ReduceKind, Step, StepKind, ValRef};
 use crate::ops::TensorType;
 use crate::shape::Strides;
 use janus_kernels::fused::{Input, Output};
-use janus_kernels::matmul::{MatLayout, MatmulDims, matmul};
+use janus_kernels::matmul::{MatLayout, MatmulDims, matmul, matmul_bias};
 use janus_kernels::reduce as red;
 use janus_kernels::strided::{Src, copy};
 use janus_kernels::{Element, philox, with_any_type, with_float_type};
@@ -82,14 +82,15 @@ pub(crate) fn run_step<'a>(step: &Step, vals: &'a [Option<ValRef>], f: &Frame<'a
                     && vc.shape.iter().last().is_none_or(|&d| d == n)
                     && vc.strides.last().is_none_or(|&s| s == 1 || n == 1);
                 if row_like {
-                    // A bias row broadcast over every output row (the common case).
+                    // A bias row broadcast over every output row (the common case): added in
+                    // the product's own pass over the result.
                     let row = &f.src::<T>(vc).data[vc.offset..vc.offset + n];
-                    dst.chunks_exact_mut(n.max(1)).for_each(|d| d.copy_from_slice(row));
-                } else {
-                    let st = broadcast_strides(vc, &vo.shape);
-                    let sc = f.src::<T>(vc);
-                    copy(&vo.shape, Src::new(sc.data, &st, sc.offset), dst);
+                    matmul_bias(dims, sa.data, mat_layout(va), sb.data, mat_layout(vb), row, dst);
+                    return;
                 }
+                let st = broadcast_strides(vc, &vo.shape);
+                let sc = f.src::<T>(vc);
+                copy(&vo.shape, Src::new(sc.data, &st, sc.offset), dst);
             }
             matmul(dims, sa.data, mat_layout(va), sb.data, mat_layout(vb), dst, c.is_some());
         }, _ => unreachable!("matmul runs on floats")),
