@@ -7,6 +7,7 @@
 //! `[O, C*kh*kw] @ [C*kh*kw, N*OH*OW]` over the whole batch, not one small product per sample.
 
 use crate::dtype::Float;
+use crate::simd_math::with_best_simd;
 use rayon::prelude::*;
 
 /// The geometry of a 2-D sliding window over `[n, c, h, w]` images.
@@ -288,6 +289,18 @@ fn winner4<T: Float>(t: [T; 4]) -> (usize, T) {
     (at, best)
 }
 
+/// [`winner4`]'s tap index, as a value of `T`.
+#[inline(always)]
+fn winner4_at<T: Float>(t: [T; 4]) -> T {
+    let (mut at, mut best) = (T::ZERO, t[0]);
+    for (k, &x) in t.iter().enumerate().skip(1) {
+        let take = (x > best) | (x.is_nan() & !best.is_nan());
+        best = if take { x } else { best };
+        at = if take { T::from_f64(k as f64) } else { at };
+    }
+    at
+}
+
 /// The gradient of [`max_pool`]: each output's cotangent `gy[n, c, oh, ow]` goes to its
 /// window's winning input position (none when padding won); `dx` (`[n, c, h, w]`) is
 /// overwritten. Each plane is summed in a fixed order, so the result is deterministic.
@@ -316,13 +329,20 @@ pub fn max_pool_backward<T: Float>(g: &Window, x: &[T], gy: &[T], dx: &mut [T]) 
             for (oh, grow) in gp.chunks_exact(ow_n).enumerate() {
                 let (r0, r1) = (&xp[2 * oh * w..][..2 * ow_n], &xp[(2 * oh + 1) * w..][..2 * ow_n]);
                 let (d0, d1) = d[2 * oh * w..][..2 * w].split_at_mut(w);
-                let taps = r0.chunks_exact(2).zip(r1.chunks_exact(2));
-                let outs = d0.chunks_exact_mut(2).zip(d1.chunks_exact_mut(2));
-                for ((&gv, (a, b)), (o0, o1)) in grow.iter().zip(taps).zip(outs) {
-                    let (k, _) = winner4([a[0], a[1], b[0], b[1]]);
-                    let pick = |i: usize| if k == i { gv } else { T::ZERO };
-                    (o0[0], o0[1], o1[0], o1[1]) = (pick(0), pick(1), pick(2), pick(3));
-                }
+                // The winner's tap index is carried as a float, in the lanes of the values, so
+                // the row vectorises (with a `usize` index it ran 1.7x slower on 28x28 images).
+                with_best_simd(
+                    #[inline(always)]
+                    || {
+                        let taps = r0.chunks_exact(2).zip(r1.chunks_exact(2));
+                        let outs = d0.chunks_exact_mut(2).zip(d1.chunks_exact_mut(2));
+                        for ((&gv, (a, b)), (o0, o1)) in grow.iter().zip(taps).zip(outs) {
+                            let at = winner4_at([a[0], a[1], b[0], b[1]]);
+                            let pick = |i: f64| if at == T::from_f64(i) { gv } else { T::ZERO };
+                            (o0[0], o0[1], o1[0], o1[1]) = (pick(0.0), pick(1.0), pick(2.0), pick(3.0));
+                        }
+                    },
+                );
             }
             return;
         }
