@@ -3,10 +3,15 @@
 //! The `gemm` crate packs a column-major right-hand side slowly: `[32x512] @ [512x128]` ran at
 //! 62 GFLOP/s from `W^T` against 216 from a row-major copy here, and an RNN uses the same
 //! `W^T` at every time step.
+//!
+//! When the transposed operand is large and used once, `C = A @ B^T` is computed as
+//! `(B @ A^T)^T` instead, so that the copy is of `A` rather than of `B`: a convolution's weight
+//! gradient `dY [32, 12544] @ cols^T [12544, 144]` copies `dY` (1.6 MB) instead of the im2col
+//! matrix (7.2 MB).
 
 use super::{PassStats, Rewriter};
 use crate::graph::{Graph, Node, NodeOp};
-use crate::ops::{Op, Reshape};
+use crate::ops::{Op, Permute, Reshape, TensorType};
 use smallvec::smallvec;
 use std::collections::{HashMap, HashSet};
 
@@ -25,6 +30,29 @@ fn is_gemm(n: &Node) -> bool {
     matches!(n.op, NodeOp::Op(Op::MatMul) | NodeOp::MatMulAdd)
 }
 
+/// The transposed right-hand sides whose copy costs more than copying the left operands of
+/// every GEMM using them: rank-2 plain products only, each used by GEMMs alone.
+fn worth_flipping(g: &Graph, rhs: &HashSet<usize>) -> HashSet<usize> {
+    let mut lhs_elems: HashMap<usize, Option<usize>> = rhs.iter().map(|&t| (t, Some(0))).collect();
+    for n in &g.nodes {
+        for (k, a) in n.inputs.iter().enumerate() {
+            let Some(total) = lhs_elems.get_mut(&a.index()) else { continue };
+            let plain = matches!(n.op, NodeOp::Op(Op::MatMul)) && k == 1 && n.ty.shape.rank() == 2;
+            *total = total.filter(|_| plain).map(|t| t + g.node(n.inputs[0]).ty.shape.numel());
+        }
+    }
+    lhs_elems
+        .into_iter()
+        .filter(|&(t, total)| total.is_some_and(|e| 2 * e < g.nodes[t].ty.shape.numel()))
+        .map(|(t, _)| t)
+        .collect()
+}
+
+fn transposed(ty: &TensorType) -> TensorType {
+    let d = ty.shape.dims();
+    TensorType { shape: [d[1], d[0]].into(), dtype: ty.dtype }
+}
+
 pub(crate) fn run(g: Graph, stats: &mut PassStats) -> Graph {
     let rhs: HashSet<usize> = g
         .nodes
@@ -35,9 +63,29 @@ pub(crate) fn run(g: Graph, stats: &mut PassStats) -> Graph {
     if rhs.is_empty() {
         return g;
     }
+    let flip = worth_flipping(&g, &rhs);
     let mut r = Rewriter::new(&g);
     let mut dense = HashMap::new();
+    let mut flipped = 0;
     for i in 0..g.nodes.len() {
+        if is_gemm(&g.nodes[i]) && flip.contains(&g.nodes[i].inputs[1].index()) {
+            // `A @ B^T` as `(B @ dense(A^T))^T`.
+            let (n, a) = (&g.nodes[i], g.nodes[i].inputs[0]);
+            let b = r.get(g.node(n.inputs[1]).inputs[0]);
+            let at_ty = transposed(&g.node(a).ty);
+            let swap = || NodeOp::Op(Op::Permute(Permute { perm: smallvec![1, 0] }));
+            let at =
+                r.b.push(Node { op: swap(), inputs: smallvec![r.get(a)], ty: at_ty.clone(), span: n.span });
+            let reshape = NodeOp::Op(Op::Reshape(Reshape { shape: at_ty.shape.clone() }));
+            let at = r.b.push(Node { op: reshape, inputs: smallvec![at], ty: at_ty, span: n.span });
+            let prod =
+                Node { op: n.op.clone(), inputs: smallvec![b, at], ty: transposed(&n.ty), span: n.span };
+            let prod = r.b.push(prod);
+            let id = r.b.push(Node { op: swap(), inputs: smallvec![prod], ty: n.ty.clone(), span: n.span });
+            r.map[i] = Some(id);
+            flipped += 1;
+            continue;
+        }
         let mut node = r.remapped(i);
         if is_gemm(&node)
             && let Some(&d) = dense.get(&g.nodes[i].inputs[1].index())
@@ -46,7 +94,7 @@ pub(crate) fn run(g: Graph, stats: &mut PassStats) -> Graph {
         }
         let id = r.b.push(node);
         r.map[i] = Some(id);
-        if rhs.contains(&i) {
+        if rhs.contains(&i) && !flip.contains(&i) {
             // A reshape to the same shape of a non-contiguous value lowers to a copy.
             let ty = g.nodes[i].ty.clone();
             let copy = Node {
@@ -59,6 +107,7 @@ pub(crate) fn run(g: Graph, stats: &mut PassStats) -> Graph {
         }
     }
     stats.add("layout.dense_rhs", dense.len());
+    stats.add("layout.flipped", flipped);
     r.finish()
 }
 
@@ -77,5 +126,22 @@ mod tests {
         let mut s = PassStats::default();
         let out = run(crate::passes::cse::run(g, &mut s), &mut s);
         assert_eq!((s.get("layout.dense_rhs"), count(&out, "reshape")), (1, 1), "{out}");
+    }
+
+    #[test]
+    fn a_large_transposed_rhs_used_once_is_flipped() {
+        // dW = dY @ cols^T with cols much larger than dY: dY^T is copied, not cols^T.
+        let g = trace(&[Tensor::ones([4, 50]), Tensor::ones([30, 50])], |x| vec![x[0].matmul(&x[1].t())]);
+        let mut s = PassStats::default();
+        let out = run(g, &mut s);
+        assert_eq!((s.get("layout.flipped"), s.get("layout.dense_rhs")), (1, 0), "{out}");
+        let copies: Vec<_> = out.nodes.iter().filter(|n| n.op.name() == "reshape").collect();
+        assert_eq!(copies.len(), 1, "{out}");
+        assert_eq!(copies[0].ty.shape.dims(), [50, 4], "the copy is of the small operand: {out}");
+        // A small transposed operand is still copied, not flipped.
+        let g = trace(&[Tensor::ones([30, 50]), Tensor::ones([4, 50])], |x| vec![x[0].matmul(&x[1].t())]);
+        let mut s = PassStats::default();
+        run(g, &mut s);
+        assert_eq!((s.get("layout.flipped"), s.get("layout.dense_rhs")), (0, 1));
     }
 }
