@@ -119,8 +119,7 @@ fn product<T: Float>(
     bias: Option<&[T]>,
 ) {
     assert_eq!(dst.len(), dims.batch * dims.m * dims.n, "matmul: destination has the wrong length");
-    let (dims, lhs_layout) = stack_batches(dims, lhs_layout, rhs_layout);
-    let MatmulDims { batch, m, n, k } = dims;
+    let MatmulDims { batch, m, n, k } = stack_batches(dims, lhs_layout, rhs_layout);
     if batch == 0 || m == 0 || n == 0 {
         return;
     }
@@ -188,13 +187,13 @@ fn product<T: Float>(
 /// linear layer over a batch of sequences) is one tall product `[B*m, k] @ [k, n]` when the
 /// left operand's rows follow each other at one stride across the batch: gemm then packs the
 /// right operand once instead of once per batch entry, and blocks over all the rows. The
-/// destination is contiguous either way.
-fn stack_batches(dims: MatmulDims, lhs: MatLayout, rhs: MatLayout) -> (MatmulDims, MatLayout) {
+/// destination is contiguous either way, and the left layout reads the stacked rows as is.
+fn stack_batches(dims: MatmulDims, lhs: MatLayout, rhs: MatLayout) -> MatmulDims {
     let MatmulDims { batch, m, n, k } = dims;
     if batch > 1 && rhs.batch_stride == 0 && lhs.batch_stride == m * lhs.row_stride {
-        (MatmulDims { batch: 1, m: batch * m, n, k }, lhs)
+        MatmulDims { batch: 1, m: batch * m, n, k }
     } else {
-        (dims, lhs)
+        dims
     }
 }
 
@@ -337,8 +336,8 @@ mod tests {
         // apart) do not, and both must give the per-batch products.
         let stacked = MatLayout::row_major(m, k);
         let transposed = MatLayout::row_major(k, m).transposed();
-        assert_eq!(stack_batches(MatmulDims { batch, m, n, k }, stacked, bl).0.m, batch * m);
-        assert_eq!(stack_batches(MatmulDims { batch, m, n, k }, transposed, bl).0.batch, batch);
+        assert_eq!(stack_batches(MatmulDims { batch, m, n, k }, stacked, bl).m, batch * m);
+        assert_eq!(stack_batches(MatmulDims { batch, m, n, k }, transposed, bl).batch, batch);
         for al in [stacked, transposed] {
             let mut got = vec![0.0; batch * m * n];
             matmul(MatmulDims { batch, m, n, k }, &a, al, &b, bl, &mut got, false);

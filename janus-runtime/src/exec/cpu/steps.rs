@@ -75,24 +75,28 @@ pub(crate) fn run_step<'a>(step: &Step, vals: &'a [Option<ValRef>], f: &Frame<'a
             // SAFETY: the result is disjoint from the factors; an in-place addend is not read
             // through any other reference (plan).
             let dst = unsafe { f.dst::<T>(vo) };
-            if let Some(c) = c.filter(|_| !in_place) {
-                let vc = val(c);
-                let n = dims.n;
-                let row_like = vc.shape.numel() == n
+            let n = dims.n;
+            // A bias row broadcast over every output row (the common case).
+            let row_like = |vc: &ValRef| {
+                vc.shape.numel() == n
                     && vc.shape.iter().last().is_none_or(|&d| d == n)
-                    && vc.strides.last().is_none_or(|&s| s == 1 || n == 1);
-                if row_like {
-                    // A bias row broadcast over every output row (the common case): added in
-                    // the product's own pass over the result.
+                    && vc.strides.last().is_none_or(|&s| s == 1 || n == 1)
+            };
+            match c.filter(|_| !in_place).map(val) {
+                Some(vc) if row_like(vc) => {
+                    // Added in the product's own closing pass over the result.
                     let row = &f.src::<T>(vc).data[vc.offset..vc.offset + n];
                     matmul_bias(dims, sa.data, mat_layout(va), sb.data, mat_layout(vb), row, dst);
-                    return;
                 }
-                let st = broadcast_strides(vc, &vo.shape);
-                let sc = f.src::<T>(vc);
-                copy(&vo.shape, Src::new(sc.data, &st, sc.offset), dst);
+                addend => {
+                    if let Some(vc) = addend {
+                        let st = broadcast_strides(vc, &vo.shape);
+                        let sc = f.src::<T>(vc);
+                        copy(&vo.shape, Src::new(sc.data, &st, sc.offset), dst);
+                    }
+                    matmul(dims, sa.data, mat_layout(va), sb.data, mat_layout(vb), dst, c.is_some());
+                }
             }
-            matmul(dims, sa.data, mat_layout(va), sb.data, mat_layout(vb), dst, c.is_some());
         }, _ => unreachable!("matmul runs on floats")),
         StepKind::Reduce { kind, x, dims, out } => with_float_type!(val(*x).dtype, T => {
             let src = f.dense::<T>(val(*x));

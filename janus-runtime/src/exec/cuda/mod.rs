@@ -20,7 +20,6 @@ use crate::backend::cuda::{buffer, dense, ok, upload, view};
 use crate::exec::lower::{BufRef, Lowered, ReduceKind, StepKind, ValRef};
 use crate::exec::memory::dtype_slot;
 use crate::ops::{Op, TensorType};
-use crate::shape::Strides;
 use crate::tensor::{Data, Storage, Tensor};
 use crate::{DType, Device};
 use janus_kernels::cuda::blas::{Operand, blas_layout, gemm};
@@ -224,14 +223,10 @@ impl CudaPlan {
         }
         for step in &l.steps {
             match &step.kind {
-                StepKind::Fused { prog, inputs, outputs, .. } => {
-                    let strides: Vec<Strides> = inputs
-                        .iter()
-                        .map(|&i| crate::exec::cpu::steps::broadcast_strides(val(i), &prog.shape))
-                        .collect();
+                StepKind::Fused { prog, inputs, outputs, reads } => {
                     let views: Vec<View> = inputs
                         .iter()
-                        .zip(&strides)
+                        .zip(reads)
                         .map(|(&i, st)| View { strides: st, shape: &prog.shape, ..b.view(val(i)) })
                         .collect();
                     let outs: Vec<(u64, DType)> =
@@ -414,13 +409,9 @@ pub(crate) fn fused_specs(l: &Lowered) -> Vec<janus_kernels::cuda::codegen::EwSp
     l.steps
         .iter()
         .filter_map(|s| match &s.kind {
-            StepKind::Fused { prog, inputs, outputs, .. } => {
-                let strides: Vec<Strides> = inputs
-                    .iter()
-                    .map(|&i| crate::exec::cpu::steps::broadcast_strides(val(i), &prog.shape))
-                    .collect();
+            StepKind::Fused { prog, inputs, outputs, reads } => {
                 let types: Vec<(DType, &[usize])> =
-                    inputs.iter().zip(&strides).map(|(&i, st)| (val(i).dtype, &st[..])).collect();
+                    inputs.iter().zip(reads).map(|(&i, st)| (val(i).dtype, &st[..])).collect();
                 let outs: Vec<DType> = outputs.iter().map(|&o| val(o).dtype).collect();
                 Some(ko::elementwise_spec(&prog.program, prog.dtype, &prog.shape, &types, &outs, true).0)
             }
