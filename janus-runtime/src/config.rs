@@ -7,6 +7,7 @@
 //! | `JANUS_DUMP=DIR` | write every compiled graph (text, DOT, JSON) and a summary to `DIR` |
 //! | `JANUS_VERIFY=1` | verify graphs between passes (on by default in debug builds) |
 //! | `JANUS_SERIAL=1` | run compiled steps on the calling thread only (no two-worker schedule) |
+//! | `JANUS_PARALLEL=force` | testing: split every splittable step in halves and run every compiled program on two workers |
 //! | `JANUS_PROFILE=1` | time every CPU executor step (serially); [`crate::profile_report`] prints the table |
 //! | `JANUS_MODE=eager\|janus\|check` | how `#[janus]` functions run (default `janus`) |
 //! | `JANUS_CHECK_EVERY=N` | in `janus` mode, also check every N-th replay of each variant against eager execution |
@@ -26,6 +27,9 @@ pub struct Config {
     pub verify: bool,
     /// Never run compiled steps on two workers.
     pub serial: bool,
+    /// Split every splittable step and run every program on two workers, however small
+    /// (`JANUS_PARALLEL=force`, for tests of the parallel executor).
+    pub force_parallel: bool,
     /// Time every CPU executor step (`JANUS_PROFILE=1`); profiled runs are serial.
     pub profile: bool,
     /// The default mode of `#[janus]` functions.
@@ -45,6 +49,7 @@ pub fn config() -> &'static Config {
         dump_dir: std::env::var_os("JANUS_DUMP").filter(|v| !v.is_empty()).map(PathBuf::from),
         verify: cfg!(debug_assertions) || std::env::var("JANUS_VERIFY").is_ok_and(|v| v == "1"),
         serial: std::env::var("JANUS_SERIAL").is_ok_and(|v| v == "1"),
+        force_parallel: std::env::var("JANUS_PARALLEL").is_ok_and(|v| v == "force"),
         profile: std::env::var("JANUS_PROFILE").is_ok_and(|v| v == "1"),
         mode: match std::env::var("JANUS_MODE").as_deref() {
             Ok("eager") => Mode::Eager,

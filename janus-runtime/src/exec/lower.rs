@@ -168,9 +168,6 @@ pub(crate) struct Lowered {
     pub(crate) outputs: Vec<usize>,
     pub(crate) output_bufs: Vec<(DType, usize)>,
     pub(crate) plan: MemoryPlan,
-    /// For each step, the earlier steps it must wait for beyond its data operands: readers of
-    /// the previous occupant of a reused arena range.
-    pub(crate) reuse_after: Vec<SmallVec<[usize; 4]>>,
     /// For each node, the node owning its buffer (itself unless it is a view).
     pub(crate) roots: Vec<usize>,
     /// Dense copies of input views (`(graph input, the viewed node)`), made

@@ -9,6 +9,7 @@ use crate::DType;
 use crate::graph::Graph;
 use crate::tensor::Tensor;
 use smallvec::SmallVec;
+use std::collections::{BTreeMap, HashMap};
 
 /// Planned memory: arena sizes per dtype and the byte counts a report needs.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -25,13 +26,12 @@ pub struct MemoryPlan {
     pub in_place: usize,
 }
 
-/// A free arena range and the values that occupied it (readers of those must finish before a new
-/// value is written there, when steps run in parallel).
+/// A free arena range. (Steps running in parallel are ordered around its reuse by the element
+/// ranges they touch: [`dependencies`].)
 #[derive(Clone)]
 struct FreeBlock {
     start: usize,
     len: usize,
-    prev: SmallVec<[usize; 4]>,
 }
 
 /// Returns a range to the free list, merging it with free neighbours.
@@ -40,7 +40,6 @@ fn release(free: &mut Vec<FreeBlock>, mut b: FreeBlock) {
         let f = free.swap_remove(k);
         b.start = b.start.min(f.start);
         b.len += f.len;
-        b.prev.extend(f.prev);
     }
     free.push(b);
 }
@@ -93,13 +92,6 @@ pub(crate) fn assign_buffers(
     let mut plan = MemoryPlan::default();
     let mut arena_start: Vec<Option<usize>> = vec![None; n];
     let mut free: [Vec<FreeBlock>; 4] = Default::default();
-    let mut reuse_after: Vec<SmallVec<[usize; 4]>> = vec![SmallVec::new(); steps.len()];
-    let mut readers: Vec<SmallVec<[usize; 4]>> = vec![SmallVec::new(); n];
-    for (s, st) in steps.iter().enumerate() {
-        for r in st.kind.reads() {
-            readers[root(r)].push(s);
-        }
-    }
     let mut dying: Vec<Vec<usize>> = vec![Vec::new(); steps.len()];
     for (i, &d) in def_step.iter().enumerate() {
         if d != usize::MAX && out_slot[i].is_none() {
@@ -127,8 +119,6 @@ pub(crate) fn assign_buffers(
             {
                 arena_start[w] = Some(start);
                 dying[s].retain(|&v| v != c);
-                // Every other reader of the addend must be done before it is overwritten.
-                reuse_after[s].extend(readers[c].iter().copied().filter(|&x| x < s));
                 plan.in_place += 1;
                 continue;
             }
@@ -142,16 +132,7 @@ pub(crate) fn assign_buffers(
                 Some(k) => {
                     let block = free[slot].swap_remove(k);
                     if block.len > need {
-                        free[slot].push(FreeBlock {
-                            start: block.start + need,
-                            len: block.len - need,
-                            prev: block.prev.clone(),
-                        });
-                    }
-                    // Whoever used this range before must be done with it first.
-                    for &p in &block.prev {
-                        reuse_after[s]
-                            .extend(readers[p].iter().copied().chain([def_step[p]]).filter(|&x| x < s));
+                        free[slot].push(FreeBlock { start: block.start + need, len: block.len - need });
                     }
                     plan.buffers_reused += 1;
                     block.start
@@ -167,10 +148,7 @@ pub(crate) fn assign_buffers(
         for &v in &dying[s] {
             if let Some(start) = arena_start[v] {
                 let ty = &g.nodes[v].ty;
-                release(
-                    &mut free[dtype_slot(ty.dtype)],
-                    FreeBlock { start, len: ty.shape.numel(), prev: SmallVec::from_slice(&[v]) },
-                );
+                release(&mut free[dtype_slot(ty.dtype)], FreeBlock { start, len: ty.shape.numel() });
             }
         }
     }
@@ -207,7 +185,7 @@ pub(crate) fn assign_buffers(
         .collect();
     let outputs = g.outputs.iter().map(|o| o.index()).collect();
     let roots = (0..n).map(|i| layout[i].as_ref().map_or(i, |l| l.root)).collect();
-    Lowered { steps, vals, consts, outputs, output_bufs, plan, reuse_after, roots, memos: Vec::new() }
+    Lowered { steps, vals, consts, outputs, output_bufs, plan, roots, memos: Vec::new() }
 }
 
 /// Checks the plan's safety invariant: no step writes a region it also reads or writes twice,
@@ -253,37 +231,121 @@ pub(crate) fn validate(l: &Lowered) {
     }
 }
 
-/// The invariants every `unsafe` access of the steps relies on, beyond [`validate`]'s
-/// per-step ones: two arena values whose regions overlap are never live at once (a value is
-/// live from the step that writes it to the last step reading it or a view of it), except a
-/// GEMM accumulating in place into an addend that dies there; and under the two-worker
-/// schedule, every step touching the earlier occupant of a region is ordered before the step
-/// that writes the later one (through data dependencies or `reuse_after`).
-pub(crate) fn check(l: &Lowered) -> Result<(), String> {
-    let n = l.vals.len();
-    let mut def = vec![usize::MAX; n];
-    let mut users: Vec<Vec<usize>> = vec![Vec::new(); n];
-    for (s, st) in l.steps.iter().enumerate() {
-        for w in st.kind.writes() {
-            def[w] = s;
-            users[w].push(s);
-        }
-        for r in st.kind.reads() {
-            users[l.roots[r]].push(s);
+/// A buffer's key (see [`extent`]) and a range of its elements.
+type Extent = (usize, usize, usize);
+
+/// The element range a value may touch in a buffer steps write (an arena, keyed by its dtype
+/// slot, or output buffer `k`, keyed `4 + k`): the bounding range of its layout. Inputs,
+/// constants and memos are never written, so reading them orders nothing.
+fn extent(v: &ValRef) -> Option<Extent> {
+    if v.shape.numel() == 0 {
+        return None;
+    }
+    let (key, base) = match v.buf {
+        BufRef::Arena(start) => (dtype_slot(v.dtype), start),
+        BufRef::Output(k) => (4 + k, 0),
+        _ => return None,
+    };
+    let reach: usize = v.shape.iter().zip(&v.strides).map(|(&d, &s)| (d - 1) * s).sum();
+    Some((key, base + v.offset, base + v.offset + reach + 1))
+}
+
+/// Who last wrote, and who read since, each element range of one buffer: disjoint segments
+/// `start -> (end, writer, readers)`.
+#[derive(Default)]
+struct Accesses(BTreeMap<usize, Segment>);
+
+/// One segment of [`Accesses`]: its end, its last writer and the steps that read it since.
+type Segment = (usize, Option<usize>, SmallVec<[usize; 4]>);
+
+impl Accesses {
+    /// Makes `x` a segment boundary.
+    fn cut(&mut self, x: usize) {
+        if let Some((&a, seg)) = self.0.range(..x).next_back()
+            && seg.0 > x
+        {
+            let mut tail = seg.clone();
+            self.0.get_mut(&a).expect("listed").0 = x;
+            tail.0 = tail.0.max(x);
+            self.0.insert(x, tail);
         }
     }
-    // Steps each step waits for: the writers of what it reads, and `reuse_after`.
-    let preds: Vec<Vec<usize>> = l
-        .steps
+
+    /// Step `s` reads `lo..hi`: it waits for the last writers there.
+    fn read(&mut self, lo: usize, hi: usize, s: usize, deps: &mut SmallVec<[usize; 8]>) {
+        self.cut(lo);
+        self.cut(hi);
+        for (_, (_, writer, readers)) in self.0.range_mut(lo..hi) {
+            deps.extend(*writer);
+            readers.push(s);
+        }
+    }
+
+    /// Step `s` writes `lo..hi`: it waits for the last writers there and every reader since.
+    fn write(&mut self, lo: usize, hi: usize, s: usize, deps: &mut SmallVec<[usize; 8]>) {
+        self.cut(lo);
+        self.cut(hi);
+        let inside: SmallVec<[usize; 8]> = self.0.range(lo..hi).map(|(&a, _)| a).collect();
+        for a in inside {
+            let (_, writer, readers) = self.0.remove(&a).expect("listed");
+            deps.extend(writer);
+            deps.extend(readers);
+        }
+        self.0.insert(lo, (hi, Some(s), SmallVec::new()));
+    }
+}
+
+/// For each step, the earlier steps it must wait for when steps run in parallel, from the
+/// element ranges every step reads and writes: the last writers of what it reads, and the
+/// last writers and readers since of what it overwrites (a range reused by a later value, or
+/// an addend accumulated in place). By range rather than by value, so that a step writing one
+/// half of a value waits only for the steps that touched that half (`cpu/split.rs`).
+pub(crate) fn dependencies(l: &Lowered) -> Vec<SmallVec<[usize; 8]>> {
+    let mut mem: HashMap<usize, Accesses> = HashMap::new();
+    let val = |i: usize| l.vals[i].as_ref().and_then(extent);
+    l.steps
         .iter()
         .enumerate()
         .map(|(s, st)| {
-            let mut p: Vec<usize> =
-                st.kind.reads().iter().map(|&r| def[l.roots[r]]).filter(|&d| d < s).collect();
-            p.extend(l.reuse_after[s].iter().copied());
+            let mut p: SmallVec<[usize; 8]> = SmallVec::new();
+            for (key, lo, hi) in st.kind.reads().into_iter().filter_map(val) {
+                mem.entry(key).or_default().read(lo, hi, s, &mut p);
+            }
+            for (key, lo, hi) in st.kind.writes().into_iter().filter_map(val) {
+                mem.entry(key).or_default().write(lo, hi, s, &mut p);
+            }
+            p.retain(|x| *x != s);
+            p.sort_unstable();
+            p.dedup();
             p
         })
-        .collect();
+        .collect()
+}
+
+/// The invariants every `unsafe` access of the steps relies on, beyond [`validate`]'s
+/// per-step ones: two arena values whose regions overlap are never live at once (a value is
+/// live from the first step that writes it, or part of it, to the last step reading it or a
+/// view of it), except a GEMM accumulating in place into an addend that dies there; and under
+/// the two-worker schedule, every step touching the earlier occupant of a region is ordered
+/// before each step that writes the later one (through [`dependencies`]).
+pub(crate) fn check(l: &Lowered) -> Result<(), String> {
+    let n = l.vals.len();
+    // Per root value: the steps writing it (or a part of it), and every step touching it, with
+    // the element range it touches.
+    let mut writers: Vec<SmallVec<[usize; 2]>> = vec![SmallVec::new(); n];
+    let mut users: Vec<Vec<(usize, Option<Extent>)>> = vec![Vec::new(); n];
+    let extent_of = |i: usize| l.vals[i].as_ref().and_then(extent);
+    for (s, st) in l.steps.iter().enumerate() {
+        for w in st.kind.writes() {
+            writers[l.roots[w]].push(s);
+            users[l.roots[w]].push((s, extent_of(w)));
+        }
+        for r in st.kind.reads() {
+            users[l.roots[r]].push((s, extent_of(r)));
+        }
+    }
+    let def = |i: usize| writers[i].iter().copied().min().unwrap_or(usize::MAX);
+    let preds = dependencies(l);
     let before = |a: usize, b: usize| -> bool {
         // Whether step `a` is a (transitive) predecessor of step `b`.
         let mut stack = vec![b];
@@ -302,12 +364,12 @@ pub(crate) fn check(l: &Lowered) -> Result<(), String> {
         false
     };
     let arena: Vec<(usize, usize, usize, usize, usize)> = (0..n)
-        .filter(|&i| l.roots[i] == i && def[i] != usize::MAX)
+        .filter(|&i| l.roots[i] == i && !writers[i].is_empty())
         .filter_map(|i| {
             let v = l.vals[i].as_ref()?;
             match v.buf {
                 BufRef::Arena(start) if v.len > 0 => {
-                    let last = users[i].iter().copied().max().unwrap_or(def[i]);
+                    let last = users[i].iter().map(|u| u.0).max().unwrap_or(def(i));
                     Some((i, dtype_slot(v.dtype), start, start + v.len, last))
                 }
                 _ => None,
@@ -319,18 +381,32 @@ pub(crate) fn check(l: &Lowered) -> Result<(), String> {
             if sa != sb || a1 <= b0 || b1 <= a0 {
                 continue;
             }
-            let (first, f_last, second) = if def[a] <= def[b] { (a, a_last, b) } else { (b, b_last, a) };
-            let in_place = matches!(l.steps[def[second]].kind, StepKind::MatMul { c: Some(c), .. } if c == first)
-                && f_last == def[second];
-            if f_last >= def[second] && !in_place {
+            let (first, f_last, second) = if def(a) <= def(b) { (a, a_last, b) } else { (b, b_last, a) };
+            let ws = &writers[second];
+            let accumulates = |w: &usize| matches!(l.steps[*w].kind, StepKind::MatMul { c: Some(c), .. } if l.roots[c] == first);
+            // Every use of `first` from the first write of `second` on is one of those writes.
+            let in_place = ws.iter().all(accumulates)
+                && users[first].iter().all(|u| u.0 < def(second) || ws.contains(&u.0));
+            if f_last >= def(second) && !in_place {
                 return Err(format!("values {first} and {second} share arena memory while both are live"));
             }
-            for &u in users[first].iter().filter(|&&u| u != def[second]) {
-                if !before(u, def[second]) {
-                    return Err(format!(
-                        "step {u} (using value {first}) is not ordered before step {} overwriting its memory",
-                        def[second]
-                    ));
+            // Each step touching `first` is ordered before each other step writing elements of
+            // `second` that it touched (a step split in halves writes only some of them).
+            let meets = |a: Option<Extent>, b: Option<Extent>| match (a, b) {
+                (Some(a), Some(b)) => a.0 == b.0 && a.1 < b.2 && b.1 < a.2,
+                _ => true,
+            };
+            for &w in ws {
+                for we in
+                    l.steps[w].kind.writes().into_iter().filter(|&x| l.roots[x] == second).map(extent_of)
+                {
+                    for &(u, ue) in &users[first] {
+                        if u != w && meets(ue, we) && !before(u, w) {
+                            return Err(format!(
+                                "step {u} (using value {first}) is not ordered before step {w} overwriting its memory"
+                            ));
+                        }
+                    }
                 }
             }
         }

@@ -111,18 +111,22 @@ impl<'a> Frame<'a> {
         &s.data[v.offset..v.offset + v.shape.numel()]
     }
 
-    /// `v`'s region for writing (arena or output values only, always dense).
+    /// `v`'s elements for writing (arena or output values only, always dense: a whole value,
+    /// or a block of its leading rows when a step is split, see `split.rs`).
     ///
     /// # Safety
-    /// No other reference to this region may be alive while the result is: the caller is a
+    /// No other reference to these elements may be alive while the result is: the caller is a
     /// step of a validated plan writing one of its own results.
     pub(crate) unsafe fn dst<T: Element>(&self, v: &ValRef) -> &'a mut [T] {
         assert!(
             matches!(v.buf, BufRef::Arena(_) | BufRef::Output(_)),
             "only arena and output values are written"
         );
-        // SAFETY: the caller guarantees exclusive access; the region is `v.len` elements.
-        unsafe { std::slice::from_raw_parts_mut(self.region::<T>(v), v.len) }
+        let n = v.shape.numel();
+        assert!(v.offset + n <= v.len, "a written value lies inside its region");
+        // SAFETY: the caller guarantees exclusive access; the elements lie inside the region of
+        // `v.len` elements (checked above).
+        unsafe { std::slice::from_raw_parts_mut(self.region::<T>(v).add(v.offset), n) }
     }
 
     /// A tensor holding `v`'s value (a view of an input or constant, a copy otherwise), for

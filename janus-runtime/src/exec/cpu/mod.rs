@@ -7,6 +7,7 @@
 mod frame;
 mod profile;
 pub(crate) mod schedule;
+mod split;
 pub(crate) mod steps;
 
 use super::lower::{BufRef, Lowered};
@@ -17,6 +18,9 @@ use std::sync::{Arc, Mutex};
 
 /// The CPU side of an executor.
 pub(crate) struct CpuPlan {
+    /// The program with its large steps split in halves (`split.rs`), when it may use two
+    /// workers; runs use it instead of the executor's.
+    split: Option<Lowered>,
     schedule: schedule::Schedule,
     /// Whether the two-worker schedule beats running on the calling thread (with each kernel
     /// free to use rayon), measured on this plan's own replays.
@@ -29,8 +33,19 @@ pub(crate) struct CpuPlan {
 
 impl CpuPlan {
     pub(crate) fn new(l: &Lowered) -> CpuPlan {
+        Self::with_split(l, schedule::may_use_two_workers(l).then(split::min_cost))
+    }
+
+    /// A plan whose steps costing at least `split_min` are split in halves (none when `None`).
+    fn with_split(l: &Lowered, split_min: Option<u64>) -> CpuPlan {
+        let split = split_min.and_then(|min| split::split_rows(l, min, |k| schedule::cost(l, k)));
+        if let Some(s) = &split {
+            super::memory::validate(s);
+            debug_assert_eq!(super::memory::check(s), Ok(()), "executor: memory plan of the split steps");
+        }
         CpuPlan {
-            schedule: schedule::build(l),
+            schedule: schedule::build(split.as_ref().unwrap_or(l)),
+            split,
             tuner: Default::default(),
             pool: Mutex::new(Vec::new()),
             memo_cache: l.memos.iter().map(|_| Mutex::new(None)).collect(),
@@ -81,6 +96,13 @@ impl CpuPlan {
 
     /// Runs the steps on `inputs` (host tensors).
     pub(crate) fn run(&self, l: &Lowered, inputs: &[Tensor]) -> Vec<Tensor> {
+        self.run_as(l, inputs, None)
+    }
+
+    /// Runs the steps, on two workers or on the calling thread as `force` says, else as the
+    /// schedule and the tuner choose.
+    fn run_as(&self, l: &Lowered, inputs: &[Tensor], force: Option<bool>) -> Vec<Tensor> {
+        let l = self.split.as_ref().unwrap_or(l);
         let copied: Vec<Tensor>;
         let dense = if inputs.iter().all(Tensor::is_contiguous) {
             inputs
@@ -98,7 +120,15 @@ impl CpuPlan {
             let frame = Frame::new(dense, &l.consts, &memos, &mut arenas, &mut outs);
             let (steps, vals) = (&l.steps, &l.vals);
             let parallel = self.schedule.parallel && self.parallel_allowed();
-            if parallel && self.tuner.wants_parallel() {
+            if force == Some(true) {
+                schedule::run_parallel(&self.schedule, &mut scratch, &|s| {
+                    steps::run_step(&steps[s], vals, &frame)
+                });
+            } else if force == Some(false) {
+                for step in steps {
+                    steps::run_step(step, vals, &frame);
+                }
+            } else if parallel && self.tuner.wants_parallel() {
                 let t0 = std::time::Instant::now();
                 schedule::run_parallel(&self.schedule, &mut scratch, &|s| {
                     steps::run_step(&steps[s], vals, &frame)

@@ -20,7 +20,7 @@ pub(crate) struct Schedule {
 }
 
 /// Rough cost of a step in element-operations.
-fn cost(l: &Lowered, kind: &StepKind) -> u64 {
+pub(crate) fn cost(l: &Lowered, kind: &StepKind) -> u64 {
     let numel = |i: usize| l.vals[i].as_ref().map_or(0, |v| v.shape.numel()) as u64;
     match kind {
         StepKind::MatMul { a, out, .. } => {
@@ -39,24 +39,17 @@ fn cost(l: &Lowered, kind: &StepKind) -> u64 {
 /// threads costs more than it saves.
 const PARALLEL_MIN_COST: u64 = 4_000_000;
 
+/// Whether a program is large enough for two workers to pay, on a machine with two threads.
+/// (`JANUS_PARALLEL=force`: whatever its size.)
+pub(crate) fn may_use_two_workers(l: &Lowered) -> bool {
+    rayon::current_num_threads() >= 2
+        && (crate::config::config().force_parallel
+            || l.steps.iter().map(|s| cost(l, &s.kind)).sum::<u64>() >= PARALLEL_MIN_COST)
+}
+
 pub(crate) fn build(l: &Lowered) -> Schedule {
     let n = l.steps.len();
-    let mut def: Vec<Option<usize>> = vec![None; l.vals.len()];
-    for (s, st) in l.steps.iter().enumerate() {
-        for w in st.kind.writes() {
-            def[w] = Some(s);
-        }
-    }
-    let mut preds_of: Vec<SmallVec<[usize; 8]>> = vec![SmallVec::new(); n];
-    for (s, st) in l.steps.iter().enumerate() {
-        let mut p: SmallVec<[usize; 8]> =
-            st.kind.reads().iter().filter_map(|&r| def[root_of(l, r)]).collect();
-        p.extend(l.reuse_after[s].iter().copied());
-        p.retain(|x| *x != s);
-        p.sort_unstable();
-        p.dedup();
-        preds_of[s] = p;
-    }
+    let preds_of = crate::exec::memory::dependencies(l);
     let mut succs: Vec<SmallVec<[u32; 4]>> = vec![SmallVec::new(); n];
     for (s, p) in preds_of.iter().enumerate() {
         for &q in p {
@@ -70,6 +63,16 @@ pub(crate) fn build(l: &Lowered) -> Schedule {
     }
     let total: u64 = costs.iter().sum();
     let critical = rank.iter().copied().max().unwrap_or(0);
+    if std::env::var("JANUS_SCHED_DEBUG").is_ok_and(|v| v == "2") {
+        for s in 0..n {
+            eprintln!(
+                "step {s:4} cost {:9} rank {:10} {}",
+                costs[s],
+                rank[s],
+                super::profile::label(l, &l.steps[s])
+            );
+        }
+    }
     if std::env::var("JANUS_SCHED_DEBUG").is_ok() {
         eprintln!(
             "schedule: {n} steps, total cost {total}, critical path {critical} ({:.0}%)",
@@ -82,16 +85,10 @@ pub(crate) fn build(l: &Lowered) -> Schedule {
         rank,
         // Only when the work is large and the critical path leaves a tenth of it to overlap;
         // the tuner then measures whether two workers beat the calling thread.
-        parallel: total >= PARALLEL_MIN_COST
-            && critical * 10 <= total * 9
-            && rayon::current_num_threads() >= 2,
+        parallel: rayon::current_num_threads() >= 2
+            && (crate::config::config().force_parallel
+                || (total >= PARALLEL_MIN_COST && critical * 10 <= total * 9)),
     }
-}
-
-/// The step that computes value `i` is the one computing its root buffer's owner; views have
-/// no step, so a read of a view waits for the step that wrote the viewed value.
-fn root_of(l: &Lowered, i: usize) -> usize {
-    l.roots[i]
 }
 
 /// Per-run scratch, pooled with the arenas so runs do not allocate it.
@@ -155,9 +152,97 @@ pub(crate) fn run_parallel(sched: &Schedule, scratch: &mut Scratch, run: &(dyn F
             }
         })
     };
-    rayon::join(worker, worker);
+    helper::with_second(&worker, &worker);
     if let Some(p) = panic.into_inner().unwrap() {
         std::panic::resume_unwind(p);
+    }
+}
+
+/// The second worker: one persistent thread per process, woken for each parallel run (issue 13:
+/// no rayon join per run, whose second half only runs if another pool thread steals it in time).
+mod helper {
+    use std::sync::{Condvar, Mutex, OnceLock};
+
+    /// A job lent to the helper for the duration of one [`with_second`] call.
+    struct Job(*const (dyn Fn() + Sync));
+    // SAFETY: the job is a `Sync` closure, and `with_second` does not return while the helper
+    // may still call it.
+    unsafe impl Send for Job {}
+
+    #[derive(Default)]
+    struct Slot {
+        job: Option<Job>,
+        busy: bool,
+    }
+
+    #[derive(Default)]
+    struct Helper {
+        slot: Mutex<Slot>,
+        posted: Condvar,
+        finished: Condvar,
+    }
+
+    fn helper() -> &'static Helper {
+        static HELPER: OnceLock<&'static Helper> = OnceLock::new();
+        HELPER.get_or_init(|| {
+            let h: &'static Helper = Box::leak(Box::default());
+            std::thread::Builder::new()
+                .name("janus-worker".into())
+                .spawn(move || {
+                    loop {
+                        let job = {
+                            let mut s = h.slot.lock().unwrap();
+                            loop {
+                                if let Some(j) = s.job.take() {
+                                    s.busy = true;
+                                    break j;
+                                }
+                                s = h.posted.wait(s).unwrap();
+                            }
+                        };
+                        // SAFETY: the poster waits for `busy` to clear before its closure dies.
+                        unsafe { (*job.0)() };
+                        h.slot.lock().unwrap().busy = false;
+                        h.finished.notify_all();
+                    }
+                })
+                .expect("spawning the janus worker thread");
+            h
+        })
+    }
+
+    /// Runs `mine` here and `theirs` on the helper thread, if it is idle, and returns when both
+    /// are done. Each must finish on its own (the schedule's workers do: either runs every step
+    /// when the other never starts).
+    pub(super) fn with_second(mine: &(dyn Fn() + Sync), theirs: &(dyn Fn() + Sync)) {
+        let h = helper();
+        let posted = {
+            let mut s = h.slot.lock().unwrap();
+            let idle = !s.busy && s.job.is_none();
+            if idle {
+                // SAFETY: only the lifetime is erased; this function does not return while the
+                // helper may still call the job (it takes the job back or waits, below).
+                let job: *const (dyn Fn() + Sync + '_) = theirs;
+                s.job = Some(Job(unsafe {
+                    std::mem::transmute::<*const (dyn Fn() + Sync + '_), *const (dyn Fn() + Sync + 'static)>(
+                        job,
+                    )
+                }));
+            }
+            idle
+        };
+        if posted {
+            h.posted.notify_one();
+        }
+        mine();
+        if posted {
+            let mut s = h.slot.lock().unwrap();
+            // Not picked up yet: take it back; picked up: wait until it is done.
+            s.job = None;
+            while s.busy {
+                s = h.finished.wait(s).unwrap();
+            }
+        }
     }
 }
 
@@ -179,8 +264,12 @@ const TUNE_RUNS: usize = 5;
 const TUNE_SKIP: usize = 2;
 
 impl Tuner {
-    /// The mode of the next run: alternating while measuring, then the choice.
+    /// The mode of the next run: alternating while measuring, then the choice
+    /// (`JANUS_PARALLEL=force`: always two workers).
     pub(crate) fn wants_parallel(&self) -> bool {
+        if crate::config::config().force_parallel {
+            return true;
+        }
         match self.choice.load(Ordering::Relaxed) {
             1 => false,
             2 => true,
@@ -212,6 +301,9 @@ impl Tuner {
                 "two workers {par:?} vs serial {serial:?} (medians of {TUNE_RUNS}): {}",
                 if choice == 2 { "two workers" } else { "serial" }
             );
+            if std::env::var("JANUS_SCHED_DEBUG").is_ok() {
+                eprintln!("schedule: two workers {par:?} vs serial {serial:?} (medians of {TUNE_RUNS})");
+            }
             self.choice.store(choice, Ordering::Relaxed);
         }
     }
