@@ -502,9 +502,60 @@ fn main() {
     );
     if rows.iter().any(|r| r.workload == "LSTM LM") {
         peak_table(&rows);
+        workers_table(repeats, 2 * scale);
     }
     if args.only.is_none() && !quick {
         bench_costs::hit_cost();
+    }
+}
+
+/// The LSTM step in janus mode on two workers against the calling thread only
+/// (`janus::set_serial`, as `JANUS_SERIAL=1`), interleaved in one run, with each one's share
+/// of the machine's GEMM peak (measured again here).
+fn workers_table(repeats: usize, steps: usize) {
+    let (t, b, v, h) = (lstm_lm::T, lstm_lm::B, lstm_lm::V, lstm_lm::H);
+    let flops = peak::lstm_step_gemm_flops(t, b, v, h);
+    let peak = peak::gemm_peak_gflops(1024, 10);
+    janus::manual_seed(0);
+    let data = lstm_lm::Batches::synthetic(16);
+    let init = lstm_lm::LstmLm::new(v, h);
+    println!(
+        "
+LSTM step in janus mode, two workers against one (JANUS_SERIAL=1), interleaved;          GEMM peak {peak:.1} GFLOP/s"
+    );
+    println!("| metric | two workers, ms | % of peak | one worker, ms | % of peak | two workers' speed-up |");
+    println!("|---|---:|---:|---:|---:|---:|");
+    type Step = fn(&mut lstm_lm::LstmLm, &[Tensor], &[Tensor], f64) -> f32;
+    let steps_of: [(&str, Step); 2] = [
+        ("training step, speculated (one graph)", lstm_lm::janus_sgd_step),
+        ("training step, fragments (speculate = false)", lstm_lm::janus_sgd_step_fragments),
+    ];
+    let mut next = 0;
+    for (metric, step) in steps_of {
+        let mut models = [init.clone(), init.clone()];
+        let mut times = [Vec::new(), Vec::new()];
+        for r in 0..repeats + 1 {
+            for (k, serial) in [false, true].into_iter().enumerate() {
+                janus::set_serial(serial);
+                for _ in 0..steps {
+                    let (xs, ys) = data.batch(next);
+                    let ms = timed(1e3, || _ = step(&mut models[k], xs, ys, 0.1));
+                    if r > 0 {
+                        times[k].push(ms);
+                    }
+                    next += 1;
+                }
+            }
+        }
+        janus::set_serial(false);
+        let [two, one] = times.map(|mut v| median(&mut v));
+        let pct = |ms: f64| 100.0 * flops / (ms * 1e-3) / 1e9 / peak;
+        println!(
+            "| {metric} | {two:.3} | {:.1}% | {one:.3} | {:.1}% | {:.2}x |",
+            pct(two),
+            pct(one),
+            one / two
+        );
     }
 }
 

@@ -4,6 +4,8 @@
 # REFBENCH_DIR is the reference benchmark folder (../shared/refbench here); PYTHON is the
 # interpreter of the virtualenv its setup.sh builds (default /tmp/refvenv/bin/python).
 # Peer results go to OUT_DIR/peers.jsonl, the janus tables to OUT_DIR/janus_N.txt.
+# ONLY=lstm limits both sides to the LSTM step (the peers' LSTM scripts, then `bench --only lstm`).
+# Peers whose framework is not installed (JAX, TensorFlow) print "(failed)" and are left out.
 set -euo pipefail
 refbench=$(cd "${1:?usage: $0 REFBENCH_DIR [PYTHON] [REPEATS] [OUT_DIR]}" && pwd)
 python=${2:-/tmp/refvenv/bin/python}
@@ -12,17 +14,24 @@ out=$(mkdir -p "${4:-target/peers}" && cd "${4:-target/peers}" && pwd)
 cargo build --release --example bench
 bench=$(pwd)/target/release/examples/bench
 : >"$out/peers.jsonl"
+specs=("lstm_torch.py eager" "lstm_torch.py cudnn" "lstm_torch.py compile --warm-cache" "lstm_jax.py jit"
+    "lstm_tf.py function")
+only=()
+if [ "${ONLY:-}" = lstm ]; then
+    only=(--only lstm)
+else
+    specs+=("pg_torch.py eager" "pg_torch.py compile --warm-cache" "pg_jax.py jit" "pg_tf.py function")
+fi
 for rep in $(seq "$repeats"); do
-    for spec in "lstm_torch.py eager" "lstm_torch.py compile --warm-cache" "lstm_jax.py jit" \
-        "lstm_tf.py function" "pg_torch.py eager" "pg_torch.py compile --warm-cache" \
-        "pg_jax.py jit" "pg_tf.py function"; do
+    for spec in "${specs[@]}"; do
         set -- $spec
         echo "== run $rep: $1 --mode $2 $(date +%T)"
         (cd "$refbench" && timeout 900 "$python" "$1" --mode "$2" ${3:-} --json-out "$out/peers.jsonl" 2>&1 \
             | grep -E '^RESULT' | cut -c1-120) || echo "   (failed)"
     done
     echo "== run $rep: janus bench $(date +%T)"
-    "$bench" | tee "$out/janus_$rep.txt" | grep '^| LSTM\|^| Cart\|^| Tree'
+    "$bench" "${only[@]}" | tee "$out/janus_$rep.txt" | grep '^| LSTM\|^| Cart\|^| Tree\|^| training step'
+
 done
 "$python" - "$out/peers.jsonl" <<'PY'
 import json, sys

@@ -72,6 +72,25 @@ pub fn config() -> &'static Config {
     })
 }
 
+/// 0: as `JANUS_SERIAL` says; 1: serial; 2: two workers allowed.
+static SERIAL: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
+
+/// Overrides `JANUS_SERIAL` for the whole process: `true` runs every compiled program's steps
+/// on the calling thread (each kernel may still use rayon), `false` allows the two-worker
+/// schedule. For benchmarks that compare both in one run.
+pub fn set_serial(serial: bool) {
+    SERIAL.store(if serial { 1 } else { 2 }, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Whether compiled programs run on the calling thread only (`JANUS_SERIAL=1` or
+/// [`set_serial`]).
+pub fn serial() -> bool {
+    match SERIAL.load(std::sync::atomic::Ordering::Relaxed) {
+        0 => config().serial,
+        v => v == 1,
+    }
+}
+
 /// Installs a minimal stderr logger for `JANUS_LOG` when the program set none.
 pub(crate) fn init_logging() {
     static ONCE: OnceLock<()> = OnceLock::new();

@@ -72,6 +72,10 @@ fn check(p: &Program) -> Result<(), String> {
     // normalisation, which they ignore) is rounding noise of its terms, about 1e-7 in f32:
     // relative to magnitudes of at least 1e-2, not 1e-3 (seeds 11879 and 19478).
     let grad_floor = if p.dtype == DType::F64 { 1e-3 } else { 1e-2 };
+    // Outputs too: a product of a layer norm's rows (which sum to zero) with identical columns
+    // is rounding noise, and a GEMM split in row halves (`JANUS_PARALLEL=force`) rounds it
+    // differently from eager's whole GEMM: 5.7e-8 apart in f32 (seed 80453).
+    let out_floor = if p.dtype == DType::F64 { 1e-3 } else { 1e-2 };
     let ins = inputs(p);
     janus::manual_seed(7);
     let want = run(p, &ins);
@@ -85,7 +89,7 @@ fn check(p: &Program) -> Result<(), String> {
     janus::manual_seed(7);
     let got = traced.run(&ins); // replays
     for (k, (g, w)) in got.iter().zip(&want).enumerate() {
-        let e = error(g, w, 1e-3).map_err(|m| format!("output {k}: {m}"))?;
+        let e = error(g, w, out_floor).map_err(|m| format!("output {k}: {m}"))?;
         if e > tol {
             return Err(format!("output {k}: relative error {e:e} > {tol:e}"));
         }

@@ -90,8 +90,9 @@ impl CpuPlan {
     /// Whether this run may use the two-worker schedule: not from inside a rayon task, where
     /// both workers would compete with the caller's own parallel work.
     fn parallel_allowed(&self) -> bool {
-        let c = crate::config::config();
-        rayon::current_thread_index().is_none() && !c.serial && !c.profile
+        rayon::current_thread_index().is_none()
+            && !crate::config::serial()
+            && !crate::config::config().profile
     }
 
     /// Runs the steps on `inputs` (host tensors).
