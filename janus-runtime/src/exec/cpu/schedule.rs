@@ -123,30 +123,50 @@ pub(crate) fn run_parallel(sched: &Schedule, scratch: &mut Scratch, run: &(dyn F
     // Kernels run single-threaded inside the workers: the two workers are the parallelism.
     let worker = || {
         janus_kernels::parallel::serial(|| {
+            // The ready successor with the longest remaining path, run next by this worker
+            // without a round trip through the shared queue (a chain stays on one worker).
+            let mut mine: Option<u32> = None;
             while done.load(Ordering::Acquire) < n && !failed.load(Ordering::Acquire) {
-                if scratch.queued.load(Ordering::Acquire) == 0 {
-                    std::hint::spin_loop();
-                    continue;
-                }
-                let next = {
-                    let mut ready = scratch.ready.lock().unwrap();
-                    let next = ready.pop();
-                    scratch.queued.store(ready.len(), Ordering::Release);
-                    next
+                let s = match mine.take() {
+                    Some(s) => s as usize,
+                    None => {
+                        if scratch.queued.load(Ordering::Acquire) == 0 {
+                            std::hint::spin_loop();
+                            continue;
+                        }
+                        let next = {
+                            let mut ready = scratch.ready.lock().unwrap();
+                            let next = ready.pop();
+                            scratch.queued.store(ready.len(), Ordering::Release);
+                            next
+                        };
+                        let Some((_, s)) = next else { continue };
+                        s as usize
+                    }
                 };
-                let Some((_, s)) = next else { continue };
-                let s = s as usize;
                 if let Err(p) = std::panic::catch_unwind(AssertUnwindSafe(|| run(s))) {
                     *panic.lock().unwrap() = Some(p);
                     failed.store(true, Ordering::Release);
                     return;
                 }
+                let mut others: SmallVec<[(u64, u32); 4]> = SmallVec::new();
                 for &t in &sched.succs[s] {
                     if scratch.remaining[t as usize].fetch_sub(1, Ordering::AcqRel) == 1 {
-                        let mut ready = scratch.ready.lock().unwrap();
-                        ready.push((sched.rank[t as usize], t));
-                        scratch.queued.store(ready.len(), Ordering::Release);
+                        let entry = (sched.rank[t as usize], t);
+                        match mine {
+                            Some(m) if sched.rank[m as usize] >= entry.0 => others.push(entry),
+                            Some(m) => {
+                                others.push((sched.rank[m as usize], m));
+                                mine = Some(t);
+                            }
+                            None => mine = Some(t),
+                        }
                     }
+                }
+                if !others.is_empty() {
+                    let mut ready = scratch.ready.lock().unwrap();
+                    ready.extend(others);
+                    scratch.queued.store(ready.len(), Ordering::Release);
                 }
                 done.fetch_add(1, Ordering::Release);
             }
