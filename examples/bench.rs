@@ -501,8 +501,8 @@ fn main() {
          the eager ones are the self-check's)"
     );
     if rows.iter().any(|r| r.workload == "LSTM LM") {
-        peak_table(&rows);
-        workers_table(repeats, 2 * scale);
+        let peak = peak_table(&rows);
+        workers_table(repeats, 2 * scale, peak);
     }
     if args.only.is_none() && !quick {
         bench_costs::hit_cost();
@@ -511,11 +511,10 @@ fn main() {
 
 /// The LSTM step in janus mode on two workers against the calling thread only
 /// (`janus::set_serial`, as `JANUS_SERIAL=1`), interleaved in one run, with each one's share
-/// of the machine's GEMM peak (measured again here).
-fn workers_table(repeats: usize, steps: usize) {
+/// of the machine's GEMM peak `peak` (GFLOP/s, as [`peak_table`] measured it).
+fn workers_table(repeats: usize, steps: usize, peak: f64) {
     let (t, b, v, h) = (lstm_lm::T, lstm_lm::B, lstm_lm::V, lstm_lm::H);
     let flops = peak::lstm_step_gemm_flops(t, b, v, h);
-    let peak = peak::gemm_peak_gflops(1024, 10);
     janus::manual_seed(0);
     let data = lstm_lm::Batches::synthetic(16);
     let init = lstm_lm::LstmLm::new(v, h);
@@ -559,8 +558,9 @@ LSTM step in janus mode, two workers against one (JANUS_SERIAL=1), interleaved; 
     }
 }
 
-/// Each LSTM row's GEMM throughput against the machine's f32 GEMM peak, measured now.
-fn peak_table(rows: &[Row]) {
+/// Each LSTM row's GEMM throughput against the machine's f32 GEMM peak, measured now; returns
+/// the peak in GFLOP/s.
+fn peak_table(rows: &[Row]) -> f64 {
     let (t, b, v, h) = (lstm_lm::T, lstm_lm::B, lstm_lm::V, lstm_lm::H);
     let flops = peak::lstm_step_gemm_flops(t, b, v, h);
     let threads = rayon::current_num_threads();
@@ -583,4 +583,5 @@ fn peak_table(rows: &[Row]) {
         let ([ge, pe], [gj, pj]) = (cells(rate(r.values[0])), cells(rate(r.values[1])));
         println!("| {} | {ge} | {pe} | {gj} | {pj} |", r.metric.trim_end_matches(", ms"));
     }
+    peak
 }
