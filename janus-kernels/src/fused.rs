@@ -182,8 +182,10 @@ macro_rules! scratch {
 scratch!(f32, SCRATCH_F32);
 scratch!(f64, SCRATCH_F64);
 
-/// Below this many elements a program runs on the calling thread.
-const PARALLEL_MIN: usize = 1 << 15;
+/// Below this many elements a program runs on the calling thread (as for the strided maps:
+/// waking rayon's threads costs more than a mid-size program saves, see
+/// `strided::PARALLEL_MIN_ELEMS`).
+const PARALLEL_MIN: usize = 1 << 18;
 
 /// Runs `prog` over `shape`; `outputs[i]` receives register `prog.outputs[i]`.
 pub fn run<T: Scratch>(prog: &Program, shape: &[usize], inputs: &[Input<T>], outputs: Outputs<'_, T>) {

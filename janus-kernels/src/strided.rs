@@ -14,9 +14,12 @@ use std::ops::Range;
 /// Dimension lists are short; keep them on the stack.
 pub type Dims = SmallVec<[usize; 6]>;
 
-/// Below this many output elements a map runs on the calling thread: rayon's fork/join costs a
-/// few microseconds, more than a cheap map over a few thousand floats.
-pub const PARALLEL_MIN_ELEMS: usize = 1 << 16;
+/// Below this many output elements a map runs on the calling thread. rayon's fork/join costs a
+/// few microseconds with its threads awake, but waking them after a pause costs far more: in
+/// CartPole's update (`[512, 128]` maps between 500 batch-1 steps that never fork) an eager add
+/// took 360 µs and the whole update 0.55 ms eagerly, against 0.27 ms with 2^18 here instead of
+/// 2^16 (`cargo run --release --example bench -- --only cartpole`); larger maps still split.
+pub const PARALLEL_MIN_ELEMS: usize = 1 << 18;
 
 /// A read-only operand: its buffer, and strides mapping each output dimension into it.
 #[derive(Clone, Copy, Debug)]
@@ -340,7 +343,9 @@ pub fn sum_dims<T: crate::dtype::Float>(shape: &[usize], src: Src<T>, reduce: &[
         });
     };
     const PARTS: usize = 4;
-    if total < PARALLEL_MIN_ELEMS {
+    // Fixed, not tied to the threads' threshold: where the sum splits decides its bits.
+    const SPLIT_MIN: usize = 1 << 16;
+    if total < SPLIT_MIN {
         part(0..total, out);
         return;
     }
