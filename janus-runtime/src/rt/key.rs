@@ -97,9 +97,20 @@ fn leaf_words(t: &Tensor, w: &mut Vec<u64>) {
 /// The leaves of a key's inputs, in order, with `Grads` entries resolved to the input leaves they
 /// belong to (DESIGN §13 rule 12): entries for leaves that are not inputs are ignored.
 pub(crate) fn gather_leaves(inputs: &[Probed]) -> LeafList {
+    // Plain loops: `SmallVec::extend` over nested adapters costs more than the pushes on
+    // this per-call path.
     let mut leaves = LeafList::new();
-    leaves.extend(inputs.iter().filter(|p| p.grads.is_none()).flat_map(|p| p.leaves.iter().cloned()));
-    if inputs.iter().all(|p| p.grads.is_none()) {
+    let mut any_grads = false;
+    for p in inputs {
+        if p.grads.is_some() {
+            any_grads = true;
+            continue;
+        }
+        for l in &p.leaves {
+            leaves.push(l.clone());
+        }
+    }
+    if !any_grads {
         return leaves;
     }
     let plain = leaves.clone();
@@ -176,9 +187,11 @@ pub(crate) type Firsts = smallvec::SmallVec<[usize; 16]>;
 /// few leaves of a typical block (cheaper than hashing on the hit path), a map beyond that.
 pub(crate) fn first_occurrences(leaves: &[Tensor]) -> Firsts {
     if leaves.len() <= 32 {
-        return (0..leaves.len())
-            .map(|k| leaves[..k].iter().position(|u| u.id() == leaves[k].id()).unwrap_or(k))
-            .collect();
+        let mut firsts = Firsts::new();
+        for (k, t) in leaves.iter().enumerate() {
+            firsts.push(leaves[..k].iter().position(|u| u.id() == t.id()).unwrap_or(k));
+        }
+        return firsts;
     }
     let mut first: HashMap<u64, usize> = HashMap::with_capacity(leaves.len());
     leaves.iter().enumerate().map(|(k, t)| *first.entry(t.id()).or_insert(k)).collect()

@@ -56,13 +56,14 @@ fn base_ptr(b: &mut CpuBuffer) -> *mut u8 {
 }
 
 impl<'a> Frame<'a> {
-    /// `inputs` must be contiguous tensors; `outs` are this run's output buffers.
+    /// `inputs` must be contiguous tensors; `outs` are this run's output buffers, not yet
+    /// shared.
     pub(crate) fn new(
         inputs: &'a [Tensor],
         consts: &'a [Tensor],
         memos: &'a [Tensor],
         arenas: &'a mut Arenas,
-        outs: &'a mut [CpuBuffer],
+        outs: &'a mut [std::sync::Arc<CpuBuffer>],
     ) -> Self {
         Frame {
             inputs,
@@ -74,7 +75,10 @@ impl<'a> Frame<'a> {
                 arenas.i64.as_mut_ptr().cast(),
                 arenas.bool.as_mut_ptr().cast(),
             ],
-            outs: outs.iter_mut().map(base_ptr).collect(),
+            outs: outs
+                .iter_mut()
+                .map(|b| base_ptr(std::sync::Arc::get_mut(b).expect("a run's output buffers are its own")))
+                .collect(),
         }
     }
 

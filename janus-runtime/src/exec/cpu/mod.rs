@@ -25,7 +25,10 @@ pub(crate) struct CpuPlan {
     /// Whether the two-worker schedule beats running on the calling thread (with each kernel
     /// free to use rayon), measured on this plan's own replays.
     tuner: schedule::Tuner,
-    pool: Mutex<Vec<(Arenas, schedule::Scratch)>>,
+    /// Per-run state, boxed so that taking it from the pool and returning it moves a pointer,
+    /// not the few hundred bytes of the state (callgrind: 250 instructions per replay).
+    #[allow(clippy::vec_box)]
+    pool: Mutex<Vec<Box<(Arenas, schedule::Scratch)>>>,
     /// Per memo: the storage of the input it was made from (held, so its address stays
     /// unique), and the copy.
     memo_cache: Vec<Mutex<Option<(Tensor, Tensor)>>>,
@@ -113,16 +116,17 @@ impl CpuPlan {
             &copied
         };
         let pooled = self.pool.lock().unwrap().pop();
-        let (mut arenas, mut scratch) =
-            pooled.unwrap_or_else(|| (Arenas::new(l.plan.arena_len), Default::default()));
-        let mut outs: SmallVec<[_; 4]> = l.output_bufs.iter().map(|&(d, n)| output_buffer(d, n)).collect();
-        let memos = self.memos(l, dense);
+        let mut run = pooled.unwrap_or_else(|| Box::new((Arenas::new(l.plan.arena_len), Default::default())));
+        let (arenas, scratch) = &mut *run;
+        let mut outs: SmallVec<[Arc<janus_kernels::CpuBuffer>; 4]> =
+            l.output_bufs.iter().map(|&(d, n)| Arc::new(output_buffer(d, n))).collect();
+        let memos = if l.memos.is_empty() { Vec::new() } else { self.memos(l, dense) };
         {
-            let frame = Frame::new(dense, &l.consts, &memos, &mut arenas, &mut outs);
+            let frame = Frame::new(dense, &l.consts, &memos, arenas, &mut outs);
             let (steps, vals) = (&l.steps, &l.vals);
             let parallel = self.schedule.parallel && self.parallel_allowed();
             if force == Some(true) {
-                schedule::run_parallel(&self.schedule, &mut scratch, &|s| {
+                schedule::run_parallel(&self.schedule, scratch, &|s| {
                     steps::run_step(&steps[s], vals, &frame)
                 });
             } else if force == Some(false) {
@@ -131,7 +135,7 @@ impl CpuPlan {
                 }
             } else if parallel && self.tuner.wants_parallel() {
                 let t0 = std::time::Instant::now();
-                schedule::run_parallel(&self.schedule, &mut scratch, &|s| {
+                schedule::run_parallel(&self.schedule, scratch, &|s| {
                     steps::run_step(&steps[s], vals, &frame)
                 });
                 self.tuner.record(true, t0.elapsed());
@@ -151,8 +155,7 @@ impl CpuPlan {
                 }
             }
         }
-        self.pool.lock().unwrap().push((arenas, scratch));
-        let outs: SmallVec<[Arc<janus_kernels::CpuBuffer>; 4]> = outs.into_iter().map(Arc::new).collect();
+        self.pool.lock().unwrap().push(run);
         l.outputs
             .iter()
             .map(|&o| {
