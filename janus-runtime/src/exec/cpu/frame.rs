@@ -65,6 +65,10 @@ impl<'a> Frame<'a> {
         arenas: &'a mut Arenas,
         outs: &'a mut [std::sync::Arc<CpuBuffer>],
     ) -> Self {
+        let mut out_ptrs = smallvec::SmallVec::new();
+        for b in outs.iter_mut() {
+            out_ptrs.push(base_ptr(std::sync::Arc::get_mut(b).expect("a run's output buffers are its own")));
+        }
         Frame {
             inputs,
             consts,
@@ -75,10 +79,7 @@ impl<'a> Frame<'a> {
                 arenas.i64.as_mut_ptr().cast(),
                 arenas.bool.as_mut_ptr().cast(),
             ],
-            outs: outs
-                .iter_mut()
-                .map(|b| base_ptr(std::sync::Arc::get_mut(b).expect("a run's output buffers are its own")))
-                .collect(),
+            outs: out_ptrs,
         }
     }
 

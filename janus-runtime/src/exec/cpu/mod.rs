@@ -80,7 +80,7 @@ impl CpuPlan {
                 let view = Tensor::from_parts(
                     v.shape.clone(),
                     v.dtype,
-                    Some(d.view(v.strides.clone(), d.offset + v.offset)),
+                    Some(d.view(crate::shape::Strides::from_slice(&v.strides), d.offset + v.offset)),
                     Default::default(),
                 );
                 let t = dense_input(&view);
@@ -118,8 +118,10 @@ impl CpuPlan {
         let pooled = self.pool.lock().unwrap().pop();
         let mut run = pooled.unwrap_or_else(|| Box::new((Arenas::new(l.plan.arena_len), Default::default())));
         let (arenas, scratch) = &mut *run;
-        let mut outs: SmallVec<[Arc<janus_kernels::CpuBuffer>; 4]> =
-            l.output_bufs.iter().map(|&(d, n)| Arc::new(output_buffer(d, n))).collect();
+        let mut outs: SmallVec<[Arc<janus_kernels::CpuBuffer>; 4]> = SmallVec::new();
+        for &(d, n) in &l.output_bufs {
+            outs.push(Arc::new(output_buffer(d, n)));
+        }
         let memos = if l.memos.is_empty() { Vec::new() } else { self.memos(l, dense) };
         {
             let frame = Frame::new(dense, &l.consts, &memos, arenas, &mut outs);
@@ -163,20 +165,20 @@ impl CpuPlan {
                 let data = match v.buf {
                     BufRef::Output(k) => Data {
                         storage: crate::storage::Storage::Cpu(outs[k].clone()),
-                        strides: v.strides.clone(),
+                        strides: crate::shape::Strides::from_slice(&v.strides),
                         offset: v.offset,
                     },
                     BufRef::Input(k) => {
                         let d = dense[k].data();
-                        d.view(v.strides.clone(), d.offset + v.offset)
+                        d.view(crate::shape::Strides::from_slice(&v.strides), d.offset + v.offset)
                     }
                     BufRef::Const(k) => {
                         let d = l.consts[k].data();
-                        d.view(v.strides.clone(), d.offset + v.offset)
+                        d.view(crate::shape::Strides::from_slice(&v.strides), d.offset + v.offset)
                     }
                     BufRef::Memo(k) => {
                         let d = memos[k].data();
-                        d.view(v.strides.clone(), d.offset + v.offset)
+                        d.view(crate::shape::Strides::from_slice(&v.strides), d.offset + v.offset)
                     }
                     BufRef::Arena(_) => unreachable!("values reaching an output live in output buffers"),
                 };
