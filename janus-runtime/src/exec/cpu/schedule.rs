@@ -240,8 +240,8 @@ mod helper {
             let mut s = h.slot.lock().unwrap();
             let idle = !s.busy && s.job.is_none();
             if idle {
-                // SAFETY: only the lifetime is erased; this function does not return while the
-                // helper may still call the job (it takes the job back or waits, below).
+                // SAFETY: only the lifetime is erased; this function does not return, nor
+                // unwind, while the helper may still call the job (`Reclaim`, below).
                 let job: *const (dyn Fn() + Sync + '_) = theirs;
                 s.job = Some(Job(unsafe {
                     std::mem::transmute::<*const (dyn Fn() + Sync + '_), *const (dyn Fn() + Sync + 'static)>(
@@ -254,13 +254,22 @@ mod helper {
         if posted {
             h.posted.notify_one();
         }
+        let _reclaim = posted.then_some(Reclaim(h));
         mine();
-        if posted {
-            let mut s = h.slot.lock().unwrap();
-            // Not picked up yet: take it back; picked up: wait until it is done.
+    }
+
+    /// When dropped (also when `mine` unwinds), takes a posted job back if the helper has not
+    /// picked it up, or waits until the helper is done with it: the helper never calls a
+    /// closure whose frame is gone. (A job another caller posted meanwhile may be taken back
+    /// too; that caller's own worker then runs every step.)
+    struct Reclaim(&'static Helper);
+
+    impl Drop for Reclaim {
+        fn drop(&mut self) {
+            let mut s = self.0.slot.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
             s.job = None;
             while s.busy {
-                s = h.finished.wait(s).unwrap();
+                s = self.0.finished.wait(s).unwrap_or_else(std::sync::PoisonError::into_inner);
             }
         }
     }
