@@ -126,27 +126,14 @@ impl CpuPlan {
         {
             let frame = Frame::new(dense, &l.consts, &memos, arenas, &mut outs);
             let (steps, vals) = (&l.steps, &l.vals);
-            let parallel = self.schedule.parallel && self.parallel_allowed();
-            if force == Some(true) {
+            // Timed for the tuner only when it chooses; `force` (tests) bypasses it.
+            let tuning = force.is_none() && self.schedule.parallel && self.parallel_allowed();
+            let two_workers = force.unwrap_or(tuning && self.tuner.wants_parallel());
+            let t0 = tuning.then(std::time::Instant::now);
+            if two_workers {
                 schedule::run_parallel(&self.schedule, scratch, &|s| {
                     steps::run_step(&steps[s], vals, &frame)
                 });
-            } else if force == Some(false) {
-                for step in steps {
-                    steps::run_step(step, vals, &frame);
-                }
-            } else if parallel && self.tuner.wants_parallel() {
-                let t0 = std::time::Instant::now();
-                schedule::run_parallel(&self.schedule, scratch, &|s| {
-                    steps::run_step(&steps[s], vals, &frame)
-                });
-                self.tuner.record(true, t0.elapsed());
-            } else if parallel {
-                let t0 = std::time::Instant::now();
-                for step in steps {
-                    steps::run_step(step, vals, &frame);
-                }
-                self.tuner.record(false, t0.elapsed());
             } else if crate::profile::on() {
                 for step in steps {
                     crate::profile::step(|| profile::label(l, step), || steps::run_step(step, vals, &frame));
@@ -155,6 +142,9 @@ impl CpuPlan {
                 for step in steps {
                     steps::run_step(step, vals, &frame);
                 }
+            }
+            if let Some(t0) = t0 {
+                self.tuner.record(two_workers, t0.elapsed());
             }
         }
         self.pool.lock().unwrap().push(run);

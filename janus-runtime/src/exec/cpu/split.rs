@@ -120,8 +120,7 @@ fn halves(kind: &StepKind, v: &mut Values) -> Option<[StepKind; 2]> {
             let addend = c.map(|c| {
                 let vc = val(c).expect("addends have values");
                 // A bias row is the same for every result row: both halves read it whole.
-                let bias_row = vc.shape.numel() == n && vc.shape.iter().last().is_none_or(|&d| d == n);
-                (c, (!bias_row).then(|| vc.layout().broadcast_to(&vo.shape)))
+                (c, (!super::steps::bias_row(vc, n)).then(|| vc.layout().broadcast_to(&vo.shape)))
             });
             cut.map(|part| {
                 let ha = v.own(*a, part);
@@ -174,18 +173,10 @@ fn halves(kind: &StepKind, v: &mut Values) -> Option<[StepKind; 2]> {
 mod tests {
     use super::super::CpuPlan;
     use crate::exec::lower::{StepKind, lower};
+    use crate::exec::memory::tests::Rng;
     use crate::exec::memory::{check, validate};
     use crate::passes::testing::trace;
     use crate::tensor::Tensor;
-
-    /// A deterministic value from a seed (SplitMix64), below `n`.
-    fn below(state: &mut u64, n: usize) -> usize {
-        *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = *state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        ((z ^ (z >> 31)) % n as u64) as usize
-    }
 
     /// A random program over `[r, c]` values: row-aligned GEMM chains (with bias rows, full
     /// addends and in-place accumulation), fused elementwise groups with broadcast operands,
@@ -220,10 +211,9 @@ mod tests {
     fn split_programs_match_eager_on_either_worker_count() {
         let mut split_steps = 0;
         for seed in 0..200u64 {
-            let mut st = seed;
-            let (r, c) = (2 + below(&mut st, 9), 1 + below(&mut st, 7));
-            let choices: Vec<usize> =
-                (0..3 * (3 + below(&mut st, 14))).map(|_| below(&mut st, 1000)).collect();
+            let mut rng = Rng(seed);
+            let (r, c) = (2 + rng.below(9), 1 + rng.below(7));
+            let choices: Vec<usize> = (0..3 * (3 + rng.below(14))).map(|_| rng.below(1000)).collect();
             crate::random::manual_seed(seed);
             let inputs = [
                 Tensor::randn([r, c]),

@@ -18,6 +18,14 @@ pub(crate) fn broadcast_strides(v: &ValRef, out: &[usize]) -> Strides {
     v.layout().broadcast_to(out)
 }
 
+/// Whether a GEMM's addend `vc` is one dense row of `n` values added to every result row (a
+/// bias): the product adds it in its closing pass, and a split step reads it whole.
+pub(crate) fn bias_row(vc: &ValRef, n: usize) -> bool {
+    vc.shape.numel() == n
+        && vc.shape.iter().last().is_none_or(|&d| d == n)
+        && vc.strides.last().is_none_or(|&s| s == 1 || n == 1)
+}
+
 fn mat_layout(v: &ValRef) -> MatLayout {
     v.layout().matrix()
 }
@@ -76,14 +84,9 @@ pub(crate) fn run_step<'a>(step: &Step, vals: &'a [Option<ValRef>], f: &Frame<'a
             // through any other reference (plan).
             let dst = unsafe { f.dst::<T>(vo) };
             let n = dims.n;
-            // A bias row broadcast over every output row (the common case).
-            let row_like = |vc: &ValRef| {
-                vc.shape.numel() == n
-                    && vc.shape.iter().last().is_none_or(|&d| d == n)
-                    && vc.strides.last().is_none_or(|&s| s == 1 || n == 1)
-            };
             match c.filter(|_| !in_place).map(val) {
-                Some(vc) if row_like(vc) => {
+                // A bias row broadcast over every output row (the common case).
+                Some(vc) if bias_row(vc, n) => {
                     // Added in the product's own closing pass over the result.
                     let row = &f.src::<T>(vc).data[vc.offset..vc.offset + n];
                     matmul_bias(dims, sa.data, mat_layout(va), sb.data, mat_layout(vb), row, dst);
