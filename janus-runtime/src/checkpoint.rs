@@ -53,7 +53,7 @@ pub fn save<M: Module + ?Sized>(path: impl AsRef<Path>, module: &M) -> Result<()
         .iter()
         .zip(&bytes)
         .map(|((name, t), b)| {
-            let view = TensorView::new(st_dtype(t.dtype()), t.dims().to_vec(), b)
+            let view = TensorView::new(st_dtype(t.dtype()), t.sizes().to_vec(), b)
                 .expect("byte length matches shape");
             (name.clone(), view)
         })
@@ -197,15 +197,15 @@ fn read_into<M: Module>(path: &Path, module: &mut M, partial: bool) -> Result<Lo
                 found: format!("{:?}", view.dtype()),
             });
         }
-        if view.shape() != t.dims() {
+        if view.shape() != t.sizes() {
             return Err(CheckpointError::ShapeMismatch {
                 path: p(),
                 name,
-                expected: t.shape().clone(),
+                expected: t.shape_ref().clone(),
                 found: view.shape().to_vec(),
             });
         }
-        let fresh = Tensor::from_buffer(from_bytes(t.dtype(), view.data()), t.shape().clone());
+        let fresh = Tensor::from_buffer(from_bytes(t.dtype(), view.data()), t.shape_ref().clone());
         let fresh = if t.device() == fresh.device() { fresh } else { fresh.to_device(t.device()) };
         loaded.push(if t.is_leaf() { fresh.requires_grad() } else { fresh });
         taken.insert(name);

@@ -27,6 +27,17 @@ impl Shape {
         &self.0
     }
 
+    /// The dimensions (the same as [`dims`](Shape::dims); the name the runtime's code uses for
+    /// tensors and shapes alike).
+    pub(crate) fn sizes(&self) -> &[usize] {
+        &self.0
+    }
+
+    /// Number of elements (the same as [`numel`](Shape::numel)).
+    pub(crate) fn elems(&self) -> usize {
+        self.0.iter().product()
+    }
+
     /// Number of dimensions.
     pub fn rank(&self) -> usize {
         self.0.len()
@@ -187,9 +198,9 @@ mod tests {
 
     #[test]
     fn broadcasting_follows_numpy() {
-        assert_eq!(broadcast_shapes(&[2, 1, 3], &[4, 1]).unwrap().dims(), &[2, 4, 3]);
-        assert_eq!(broadcast_shapes(&[], &[5]).unwrap().dims(), &[5]);
-        assert_eq!(broadcast_shapes(&[0, 3], &[1, 3]).unwrap().dims(), &[0, 3]);
+        assert_eq!(broadcast_shapes(&[2, 1, 3], &[4, 1]).unwrap().sizes(), &[2, 4, 3]);
+        assert_eq!(broadcast_shapes(&[], &[5]).unwrap().sizes(), &[5]);
+        assert_eq!(broadcast_shapes(&[0, 3], &[1, 3]).unwrap().sizes(), &[0, 3]);
         assert!(broadcast_shapes(&[2, 3], &[3, 2]).is_none());
     }
 }

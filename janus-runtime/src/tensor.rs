@@ -9,6 +9,7 @@ use crate::{DType, Device};
 use janus_kernels::{CpuBuffer, Element};
 use std::borrow::Cow;
 use std::fmt;
+use std::panic::Location;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -59,7 +60,7 @@ impl Tensor {
 
     /// A concrete tensor without autograd history over a fresh contiguous buffer.
     pub(crate) fn from_buffer(buf: CpuBuffer, shape: Shape) -> Tensor {
-        debug_assert_eq!(buf.len(), shape.numel());
+        debug_assert_eq!(buf.len(), shape.elems());
         let dtype = buf.dtype();
         let data = Data::contiguous(buf, &shape);
         Tensor::from_parts(shape, dtype, Some(data), GradMeta::None)
@@ -70,14 +71,37 @@ impl Tensor {
         self.0.id
     }
 
-    /// The dimensions. Shapes are always concrete, so this is not a host read.
+    /// The dimensions. Shapes are always concrete, so this is not a host read; but inside a
+    /// `#[janus]` block it keeps the block's graphs specialised to the sizes they saw (see
+    /// "Dynamic shapes" in the README).
     #[doc(alias = "size", alias = "shape")]
+    #[track_caller]
+    #[inline]
     pub fn dims(&self) -> &[usize] {
+        note_shape_read(Location::caller());
         &self.0.shape
     }
 
-    /// The shape.
+    /// The dimensions, for the runtime's own use: not noted as a read by user code.
+    pub(crate) fn sizes(&self) -> &[usize] {
+        &self.0.shape
+    }
+
+    /// The shape, for the runtime's own use.
+    pub(crate) fn shape_ref(&self) -> &Shape {
+        &self.0.shape
+    }
+
+    /// Number of elements, for the runtime's own use.
+    pub(crate) fn elems(&self) -> usize {
+        self.0.shape.numel()
+    }
+
+    /// The shape (see [`dims`](Tensor::dims) on reading it inside a `#[janus]` block).
+    #[track_caller]
+    #[inline]
     pub fn shape(&self) -> &Shape {
+        note_shape_read(Location::caller());
         &self.0.shape
     }
 
@@ -86,9 +110,12 @@ impl Tensor {
         self.0.shape.rank()
     }
 
-    /// Number of elements.
+    /// Number of elements (see [`dims`](Tensor::dims) on reading it inside a `#[janus]` block).
+    #[track_caller]
+    #[inline]
     pub fn numel(&self) -> usize {
-        self.0.shape.numel()
+        note_shape_read(Location::caller());
+        self.0.shape.elems()
     }
 
     /// Element type.
@@ -143,7 +170,7 @@ impl Tensor {
     /// This view's shape, strides and offset.
     pub(crate) fn layout(&self) -> crate::layout::Layout<'_> {
         let d = self.data();
-        crate::layout::Layout::new(self.dims(), &d.strides, d.offset)
+        crate::layout::Layout::new(self.sizes(), &d.strides, d.offset)
     }
 
     /// The elements in row-major order: borrowed when the view is contiguous, copied otherwise.
@@ -151,11 +178,11 @@ impl Tensor {
         let d = self.data();
         let all = d.cpu().as_slice::<T>().expect("dtype of storage matches the tensor");
         if self.is_contiguous() {
-            Cow::Borrowed(&all[d.offset..d.offset + self.numel()])
+            Cow::Borrowed(&all[d.offset..d.offset + self.elems()])
         } else {
-            let mut out = vec![T::default(); self.numel()];
+            let mut out = vec![T::default(); self.elems()];
             let src = janus_kernels::strided::Src::new(all, &d.strides, d.offset);
-            janus_kernels::strided::copy(self.dims(), src, &mut out);
+            janus_kernels::strided::copy(self.sizes(), src, &mut out);
             Cow::Owned(out)
         }
     }
@@ -179,8 +206,8 @@ impl Tensor {
     /// The single element as `f64` (any dtype). Panics unless `numel() == 1`. A host read.
     #[track_caller]
     pub fn item_f64(&self) -> f64 {
-        if self.numel() != 1 {
-            bail!("item", "expected a tensor with one element, got shape {:?}", self.shape());
+        if self.elems() != 1 {
+            bail!("item", "expected a tensor with one element, got shape {:?}", self.shape_ref());
         }
         crate::recorder::host_read("item");
         let host = self.on_host();
@@ -192,8 +219,8 @@ impl Tensor {
     /// A host read.
     #[track_caller]
     pub fn to_bool(&self) -> bool {
-        if self.numel() != 1 {
-            bail!("to_bool", "expected a tensor with one element, got shape {:?}", self.shape());
+        if self.elems() != 1 {
+            bail!("to_bool", "expected a tensor with one element, got shape {:?}", self.shape_ref());
         }
         let host = self.on_host();
         let d = host.data();
@@ -236,7 +263,7 @@ impl Tensor {
 
 impl fmt::Debug for Tensor {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Tensor(id={}, {:?}, {}", self.id(), self.shape(), self.dtype())?;
+        write!(f, "Tensor(id={}, {:?}, {}", self.id(), self.shape_ref(), self.dtype())?;
         if self.device() != Device::Cpu {
             write!(f, ", {}", self.device())?;
         }
@@ -246,15 +273,15 @@ impl fmt::Debug for Tensor {
         if !self.is_concrete() {
             return f.write_str(", symbolic)");
         }
-        if self.numel() <= 16 {
+        if self.elems() <= 16 {
             crate::recorder::host_read("format"); // values reach the host, like `to_vec`
             let host = self.on_host();
             let d = host.data();
-            let vals: Vec<String> = (0..self.numel())
+            let vals: Vec<String> = (0..self.elems())
                 .map(|i| {
                     let mut rest = i;
                     let mut off = d.offset;
-                    for (&len, &st) in self.dims().iter().zip(&d.strides).rev() {
+                    for (&len, &st) in self.sizes().iter().zip(&d.strides).rev() {
                         off += (rest % len) * st;
                         rest /= len;
                     }
@@ -282,4 +309,20 @@ impl fmt::Display for Tensor {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         crate::api::print::display(self, f)
     }
+}
+
+/// Tells an active recording that code outside the runtime read a tensor's size: its graphs
+/// must not generalise over sizes (the runtime's own reads turn into graph sizes it tracks).
+#[inline]
+fn note_shape_read(at: &'static Location<'static>) {
+    if crate::trace::is_recording() && !is_runtime_source(at.file()) {
+        crate::trace::note_shape_read(at);
+    }
+}
+
+/// Whether `file` is a source file of this crate (its reads of sizes are the runtime's own).
+fn is_runtime_source(file: &str) -> bool {
+    const OWN: &str = file!(); // ".../janus-runtime/src/tensor.rs"
+    let root = &OWN[..OWN.len() - "tensor.rs".len()];
+    file.starts_with(root)
 }

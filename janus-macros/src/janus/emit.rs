@@ -44,7 +44,8 @@ pub(crate) fn fragment(f: Fragment<'_>, ctx: &mut Ctx) -> Vec<Stmt> {
     ctx.next += 1;
     let (function, profile, max_variants, min_ops) =
         (&ctx.function, ctx.opts.profile, ctx.opts.max_variants, ctx.opts.min_ops);
-    let (speculative, max_failures) = (f.whole_function, ctx.opts.max_failures);
+    let (speculative, max_failures, dynamic_dims) =
+        (f.whole_function, ctx.opts.max_failures, ctx.opts.dynamic_dims);
     let dynamic: Vec<&Place> = f
         .inputs
         .iter()
@@ -160,6 +161,7 @@ pub(crate) fn fragment(f: Fragment<'_>, ctx: &mut Ctx) -> Vec<Stmt> {
                 min_ops: #min_ops,
                 speculative: #speculative,
                 max_failures: #max_failures,
+                dynamic_dims: #dynamic_dims,
             });
             #(#dyn_decl)*
             #(let #witnesses = ::janus::__private::Witness::new();)*

@@ -22,6 +22,8 @@ pub(crate) struct Options {
     /// `for` loops whose body is all static stage inside their block, recorded unrolled (one
     /// graph per trip count); `false` keeps every loop on the host.
     pub(crate) unroll: bool,
+    /// Whether a block's graphs generalise over input dimensions that change between calls.
+    pub(crate) dynamic_dims: bool,
     /// Whole-function speculation (DESIGN §8): the body is also one fragment, recorded with
     /// asserts on its decisions and replayed all-or-nothing.
     pub(crate) speculate: bool,
@@ -37,6 +39,7 @@ impl Default for Options {
             max_variants: 8,
             min_ops: 3,
             unroll: true,
+            dynamic_dims: true,
             speculate: true,
             max_failures: 3,
             dynamic: Vec::new(),
@@ -81,13 +84,13 @@ impl Parse for Options {
                     input.parse::<Token![=]>()?;
                     o.min_ops = input.parse::<LitInt>()?.base10_parse()?;
                 }
-                "speculate" | "unroll" => {
+                "speculate" | "unroll" | "dynamic_dims" => {
                     input.parse::<Token![=]>()?;
                     let v = input.parse::<LitBool>()?.value;
-                    if name == "unroll" {
-                        o.unroll = v;
-                    } else {
-                        o.speculate = v;
+                    match name.to_string().as_str() {
+                        "unroll" => o.unroll = v,
+                        "speculate" => o.speculate = v,
+                        _ => o.dynamic_dims = v,
                     }
                 }
                 "dynamic" if input.peek(Token![=]) => {
@@ -114,7 +117,7 @@ impl Parse for Options {
                     return Err(syn::Error::new(
                         name.span(),
                         format!(
-                            "unknown option `{other}`; expected `profile = N`, `max_variants = N`, `min_ops = N`, `unroll = bool`, `speculate = bool`, `max_failures = N` or `dynamic(names)`"
+                            "unknown option `{other}`; expected `profile = N`, `max_variants = N`, `min_ops = N`, `unroll = bool`, `speculate = bool`, `dynamic_dims = bool`, `max_failures = N` or `dynamic(names)`"
                         ),
                     ));
                 }

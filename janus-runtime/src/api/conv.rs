@@ -54,7 +54,7 @@ impl Tensor {
     #[track_caller]
     #[doc(alias = "Conv2d")]
     pub fn conv2d(&self, weight: &Tensor, bias: Option<&Tensor>, opts: Conv2dOptions) -> Tensor {
-        let (x, w) = (self.dims(), weight.dims());
+        let (x, w) = (self.sizes(), weight.sizes());
         let g = opts.groups;
         let ok = self.rank() == 4
             && weight.rank() == 4
@@ -63,17 +63,17 @@ impl Tensor {
             && w[0] % g == 0
             && self.dtype() == weight.dtype()
             && self.dtype().is_float()
-            && bias.is_none_or(|b| b.dims() == [w[0]] && b.dtype() == self.dtype());
+            && bias.is_none_or(|b| b.sizes() == [w[0]] && b.dtype() == self.dtype());
         if !ok {
             bail!(
                 "conv2d",
                 "expected input [N, C, H, W], weight [O, C / groups, kh, kw] and bias [O] of one float \
                  dtype, got input {} {:?}, weight {} {:?}, bias {:?}, groups {g}",
                 self.dtype(),
-                self.shape(),
+                self.shape_ref(),
                 weight.dtype(),
-                weight.shape(),
-                bias.map(|b| (b.dtype(), b.shape().clone()))
+                weight.shape_ref(),
+                bias.map(|b| (b.dtype(), b.shape_ref().clone()))
             );
         }
         let _ctx = Composite::enter("conv2d");
@@ -84,7 +84,7 @@ impl Tensor {
             dilation: opts.dilation,
         };
         let col = self.unfold_windows(window, 0.0); // [C, kh, kw, N, OH, OW]
-        let c = col.dims();
+        let c = col.sizes();
         let (out_ch, taps, cols) = (w[0], w[1] * w[2] * w[3], c[3] * c[4] * c[5]);
         let y = if g == 1 {
             weight.reshape([out_ch, taps]).matmul(&col.reshape([taps, cols]))
@@ -116,14 +116,14 @@ impl Tensor {
                 "expected a float [N, C, H, W] input, a non-empty kernel and a positive stride, got {} {:?}, \
                  kernel {kernel:?}, stride {stride:?}",
                 self.dtype(),
-                self.shape()
+                self.shape_ref()
             );
         }
         if padding[0] > kernel[0] / 2 || padding[1] > kernel[1] / 2 {
             bail!(
                 op,
                 "padding {padding:?} must be at most half the kernel {kernel:?} (input {:?})",
-                self.shape()
+                self.shape_ref()
             );
         }
         Window2d { kernel, stride, padding, dilation: [1, 1] }
@@ -161,7 +161,7 @@ impl Tensor {
     pub fn avg_pool2d(&self, kernel: [usize; 2], stride: [usize; 2], padding: [usize; 2]) -> Tensor {
         let window = self.pool_window("avg_pool2d", kernel, stride, padding);
         let col = self.unfold_windows(window, 0.0);
-        let c = col.dims().to_vec();
+        let c = col.sizes().to_vec();
         let (col, [c, n, oh, ow]) =
             (col.reshape([c[0], c[1] * c[2], c[3] * c[4] * c[5]]), [c[0], c[3], c[4], c[5]]);
         let _ctx = Composite::enter("avg_pool2d");

@@ -64,13 +64,13 @@ impl Tensor {
     #[track_caller]
     pub fn from_vec_on<T: Element>(data: Vec<T>, shape: impl Into<Shape>, device: Device) -> Tensor {
         let shape = shape.into();
-        if data.len() != shape.numel() {
+        if data.len() != shape.elems() {
             bail!(
                 "from_vec",
                 "{} values cannot fill shape {:?} ({} elements)",
                 data.len(),
                 shape,
-                shape.numel()
+                shape.elems()
             );
         }
         apply(Op::Constant(Constant { data: Arc::new(T::wrap(data)), shape, device }), &[])
@@ -134,19 +134,19 @@ impl Tensor {
     /// Zeros with this tensor's shape, dtype and device.
     #[track_caller]
     pub fn zeros_like(t: &Tensor) -> Tensor {
-        Tensor::full_on(t.shape(), 0.0, t.dtype(), t.device())
+        Tensor::full_on(t.shape_ref(), 0.0, t.dtype(), t.device())
     }
 
     /// Ones with this tensor's shape, dtype and device.
     #[track_caller]
     pub fn ones_like(t: &Tensor) -> Tensor {
-        Tensor::full_on(t.shape(), 1.0, t.dtype(), t.device())
+        Tensor::full_on(t.shape_ref(), 1.0, t.dtype(), t.device())
     }
 
     /// `value` everywhere, with this tensor's shape, dtype and device.
     #[track_caller]
     pub fn full_like(t: &Tensor, value: f64) -> Tensor {
-        Tensor::full_on(t.shape(), value, t.dtype(), t.device())
+        Tensor::full_on(t.shape_ref(), value, t.dtype(), t.device())
     }
 
     /// `[0, 1, ..., n - 1]` as `i64`.
@@ -195,7 +195,7 @@ impl Tensor {
     /// [rows]`; `[classes]` gives a scalar), drawn from the thread's Philox stream.
     #[track_caller]
     pub fn multinomial(&self) -> Tensor {
-        let rows = if self.rank() == 2 { self.dims()[0] } else { 1 };
+        let rows = if self.rank() == 2 { self.sizes()[0] } else { 1 };
         let dtype = if self.dtype().is_float() { self.dtype() } else { DType::F32 };
         let state = random::take(blocks_used(dtype, rows));
         apply(Op::Multinomial, &[self, &state])
@@ -207,7 +207,7 @@ fn random_fill(shape: Shape, dtype: DType, normal: bool, device: Device) -> Tens
     if !dtype.is_float() {
         bail!(if normal { "randn" } else { "rand" }, "random samples must be a float dtype, got {dtype}");
     }
-    let state = random::take(blocks_used(dtype, shape.numel()));
+    let state = random::take(blocks_used(dtype, shape.elems()));
     let p = RandFill { shape, dtype, device };
     apply(if normal { Op::RandNormal(p) } else { Op::RandUniform(p) }, &[&state])
 }

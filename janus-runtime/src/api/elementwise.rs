@@ -209,7 +209,7 @@ impl Tensor {
     #[track_caller]
     pub fn clamp(&self, min: f64, max: f64) -> Tensor {
         if min > max {
-            bail!("clamp", "min {min} is greater than max {max} (tensor {:?})", self.shape());
+            bail!("clamp", "min {min} is greater than max {max} (tensor {:?})", self.shape_ref());
         }
         apply(Op::Clamp(Clamp { min: F64Bits::new(min), max: F64Bits::new(max) }), &[self])
     }
@@ -237,7 +237,7 @@ impl Tensor {
     pub fn to_device(&self, device: Device) -> Tensor {
         match self.try_to_device(device) {
             Ok(t) => t,
-            Err(e) => bail!("to_device", "{e} (tensor {:?})", self.shape()),
+            Err(e) => bail!("to_device", "{e} (tensor {:?})", self.shape_ref()),
         }
     }
 

@@ -14,7 +14,7 @@ impl Tensor {
                 "cross_entropy",
                 "expected float logits [batch, classes], got {} {:?}",
                 self.dtype(),
-                self.shape()
+                self.shape_ref()
             );
         }
         if targets.dtype() != DType::I64 {
@@ -22,16 +22,16 @@ impl Tensor {
                 "cross_entropy",
                 "targets must be i64 class indices, got {} {:?} (logits {:?})",
                 targets.dtype(),
-                targets.shape(),
-                self.shape()
+                targets.shape_ref(),
+                self.shape_ref()
             );
         }
-        if targets.dims() != [self.dims()[0]] {
+        if targets.sizes() != [self.sizes()[0]] {
             bail!(
                 "cross_entropy",
                 "targets {:?} must be [batch] for logits {:?}",
-                targets.shape(),
-                self.shape()
+                targets.shape_ref(),
+                self.shape_ref()
             );
         }
         let _ctx = Composite::enter("cross_entropy");
@@ -42,12 +42,12 @@ impl Tensor {
     /// Mean squared error against a target of the same shape.
     #[track_caller]
     pub fn mse(&self, target: &Tensor) -> Tensor {
-        if self.shape() != target.shape() {
+        if self.shape_ref() != target.shape_ref() {
             bail!(
                 "mse",
                 "prediction {:?} and target {:?} must have the same shape",
-                self.shape(),
-                target.shape()
+                self.shape_ref(),
+                target.shape_ref()
             );
         }
         let _ctx = Composite::enter("mse");

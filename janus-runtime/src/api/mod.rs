@@ -31,7 +31,7 @@ impl Tensor {
             bail!(
                 op,
                 "dim {v} is out of range for a tensor of shape {:?} (rank {})",
-                self.shape(),
+                self.shape_ref(),
                 self.rank()
             );
         }

@@ -10,7 +10,7 @@ use crate::{DType, Device};
 /// `(x - mean) / sqrt(var + eps)` with the biased variance over `dims`; returns it with the
 /// mean and the variance (kept dims).
 fn normalize(x: &Tensor, dims: &[usize], eps: f64) -> (Tensor, Tensor, Tensor) {
-    let count: usize = dims.iter().map(|&d| x.dims()[d]).product();
+    let count: usize = dims.iter().map(|&d| x.sizes()[d]).product();
     let inv = 1.0 / count.max(1) as f64;
     let mean = x.sum_dims(dims, true) * inv;
     let centered = x - &mean;
@@ -53,10 +53,10 @@ impl Tensor {
     ) -> Tensor {
         let k = normalized_shape.len();
         let param_ok =
-            |p: Option<&Tensor>| p.is_none_or(|p| p.dims() == normalized_shape && p.dtype() == self.dtype());
+            |p: Option<&Tensor>| p.is_none_or(|p| p.sizes() == normalized_shape && p.dtype() == self.dtype());
         if k == 0
             || k > self.rank()
-            || self.dims()[self.rank() - k..] != *normalized_shape
+            || self.sizes()[self.rank() - k..] != *normalized_shape
             || !self.dtype().is_float()
             || !param_ok(weight)
             || !param_ok(bias)
@@ -65,9 +65,9 @@ impl Tensor {
                 "layer_norm",
                 "input {} {:?} must be float and end in normalized_shape {normalized_shape:?}, like weight {:?} and bias {:?}",
                 self.dtype(),
-                self.shape(),
-                weight.map(|w| (w.dtype(), w.shape().clone())),
-                bias.map(|b| (b.dtype(), b.shape().clone()))
+                self.shape_ref(),
+                weight.map(|w| (w.dtype(), w.shape_ref().clone())),
+                bias.map(|b| (b.dtype(), b.shape_ref().clone()))
             );
         }
         let _ctx = Composite::enter("layer_norm");
@@ -107,8 +107,9 @@ impl Tensor {
         momentum: f64,
         eps: f64,
     ) -> (Tensor, Tensor, Tensor) {
-        let c = if self.rank() >= 2 { self.dims()[1] } else { 0 };
-        let per_channel = |p: Option<&Tensor>| p.is_none_or(|p| p.dims() == [c] && p.dtype() == self.dtype());
+        let c = if self.rank() >= 2 { self.sizes()[1] } else { 0 };
+        let per_channel =
+            |p: Option<&Tensor>| p.is_none_or(|p| p.sizes() == [c] && p.dtype() == self.dtype());
         if self.rank() < 2
             || !self.dtype().is_float()
             || ![Some(running_mean), Some(running_var), weight, bias].into_iter().all(per_channel)
@@ -118,19 +119,19 @@ impl Tensor {
                 "expected a float [N, C, ...] input and [C] statistics and parameters of its dtype, got input {} {:?}, \
                  running_mean {:?}, running_var {:?}, weight {:?}, bias {:?}",
                 self.dtype(),
-                self.shape(),
-                running_mean.shape(),
-                running_var.shape(),
-                weight.map(|w| w.shape().clone()),
-                bias.map(|b| b.shape().clone())
+                self.shape_ref(),
+                running_mean.shape_ref(),
+                running_var.shape_ref(),
+                weight.map(|w| w.shape_ref().clone()),
+                bias.map(|b| b.shape_ref().clone())
             );
         }
-        let count = self.numel() / c.max(1);
+        let count = self.elems() / c.max(1);
         if training && count <= 1 {
             bail!(
                 "batch_norm",
                 "expected more than 1 value per channel when training, got input {:?}",
-                self.shape()
+                self.shape_ref()
             );
         }
         let _ctx = Composite::enter("batch_norm");
@@ -170,14 +171,14 @@ impl Tensor {
                 "dropout",
                 "p must be in [0, 1) and the input a float, got p = {p} for {} {:?}",
                 self.dtype(),
-                self.shape()
+                self.shape_ref()
             );
         }
         if !training || p == 0.0 {
             return self.clone();
         }
         let _ctx = Composite::enter("dropout");
-        let u = Tensor::rand_on(self.shape().clone(), self.dtype(), self.device());
+        let u = Tensor::rand_on(self.shape_ref().clone(), self.dtype(), self.device());
         let keep = u.ge_scalar(p).to_dtype(self.dtype()) * (1.0 / (1.0 - p));
         self * keep
     }
@@ -195,14 +196,15 @@ impl Tensor {
     #[track_caller]
     pub fn masked_fill(&self, mask: &Tensor, value: f64) -> Tensor {
         if mask.dtype() != DType::Bool
-            || crate::broadcast_shapes(self.dims(), mask.dims()).is_none_or(|s| s.0.as_slice() != self.dims())
+            || crate::broadcast_shapes(self.sizes(), mask.sizes())
+                .is_none_or(|s| s.0.as_slice() != self.sizes())
         {
             bail!(
                 "masked_fill",
                 "the mask must be bool and broadcast to the input's shape, got mask {} {:?} for input {:?}",
                 mask.dtype(),
-                mask.shape(),
-                self.shape()
+                mask.shape_ref(),
+                self.shape_ref()
             );
         }
         let _ctx = Composite::enter("masked_fill");
@@ -214,9 +216,9 @@ impl Tensor {
     #[track_caller]
     fn triangle(&self, op: &'static str, diagonal: i64, lower: bool) -> Tensor {
         if self.rank() < 2 {
-            bail!(op, "expected at least 2 dimensions, got {:?}", self.shape());
+            bail!(op, "expected at least 2 dimensions, got {:?}", self.shape_ref());
         }
-        let (r, c) = (self.dims()[self.rank() - 2], self.dims()[self.rank() - 1]);
+        let (r, c) = (self.sizes()[self.rank() - 2], self.sizes()[self.rank() - 1]);
         let device: Device = self.device();
         let rows = apply(Op::Arange(Arange { n: r, device }), &[]).unsqueeze(1);
         let cols = apply(Op::Arange(Arange { n: c, device }), &[]);

@@ -186,17 +186,17 @@ pub(crate) fn display(t: &Tensor, out: &mut fmt::Formatter<'_>) -> fmt::Result {
         suffixes.push(format!("device='{}'", t.device()));
     }
     let body = if !t.is_concrete() {
-        suffixes.push(format!("size={}", tuple(t.dims())));
+        suffixes.push(format!("size={}", tuple(t.sizes())));
         "<symbolic>".to_string()
-    } else if t.numel() == 0 {
+    } else if t.elems() == 0 {
         if t.rank() != 1 {
-            suffixes.push(format!("size={}", tuple(t.dims())));
+            suffixes.push(format!("size={}", tuple(t.sizes())));
         }
         "[]".to_string()
     } else {
         crate::recorder::host_read("format"); // values reach the host, like `to_vec`
         let values = read_values(t);
-        let grid = Grid { dims: t.dims(), values: &values, summarize: t.numel() > THRESHOLD };
+        let grid = Grid { dims: t.sizes(), values: &values, summarize: t.elems() > THRESHOLD };
         let mut sample = Vec::new();
         grid.shown_values(0, 0, &mut sample);
         let f = Formatter::new(&sample, out.precision().unwrap_or(PRECISION));
@@ -205,7 +205,7 @@ pub(crate) fn display(t: &Tensor, out: &mut fmt::Formatter<'_>) -> fmt::Result {
     // Empty tensors show any dtype but the default float one, as PyTorch does.
     let default_dtype = match t.dtype() {
         DType::F32 => true,
-        DType::I64 | DType::Bool => t.numel() > 0,
+        DType::I64 | DType::Bool => t.elems() > 0,
         DType::F64 => false,
     };
     if !default_dtype {

@@ -29,7 +29,7 @@ impl Tensor {
     #[track_caller]
     #[doc(alias = "mean")]
     pub fn mean_all(&self) -> Tensor {
-        self.sum_all() * (1.0 / self.numel() as f64)
+        self.sum_all() * (1.0 / self.elems() as f64)
     }
 
     /// Sum along `dim`, removing it.
@@ -50,14 +50,14 @@ impl Tensor {
     #[track_caller]
     pub fn mean(&self, dim: impl Dim) -> Tensor {
         let d = self.resolve_dim("mean", dim, 0);
-        self.sum_dims(&[d], false) * (1.0 / self.dims()[d] as f64)
+        self.sum_dims(&[d], false) * (1.0 / self.sizes()[d] as f64)
     }
 
     /// Mean along `dim`, keeping it as size 1.
     #[track_caller]
     pub fn mean_keepdim(&self, dim: impl Dim) -> Tensor {
         let d = self.resolve_dim("mean", dim, 0);
-        self.sum_dims(&[d], true) * (1.0 / self.dims()[d] as f64)
+        self.sum_dims(&[d], true) * (1.0 / self.sizes()[d] as f64)
     }
 
     #[track_caller]
@@ -159,7 +159,7 @@ impl Tensor {
     fn matmul_batched(&self, other: &Tensor) -> Tensor {
         let (ra, rb) = (self.rank(), other.rank());
         let batch = if ra >= 2 && rb >= 2 {
-            crate::broadcast_shapes(&self.dims()[..ra - 2], &other.dims()[..rb - 2])
+            crate::broadcast_shapes(&self.sizes()[..ra - 2], &other.sizes()[..rb - 2])
         } else {
             None
         };
@@ -167,26 +167,26 @@ impl Tensor {
             crate::error::bail!(
                 "matmul",
                 "expected matrices with broadcastable batch dimensions, got shapes {:?} and {:?}",
-                self.shape(),
-                other.shape()
+                self.shape_ref(),
+                other.shape_ref()
             )
         };
         let _ctx = crate::error::Composite::enter("matmul");
         let b: usize = batch.0.iter().product();
         let fold = |t: &Tensor| {
             let r = t.rank();
-            let (rows, cols) = (t.dims()[r - 2], t.dims()[r - 1]);
+            let (rows, cols) = (t.sizes()[r - 2], t.sizes()[r - 1]);
             if r == 2 {
                 return t.clone();
             }
             let mut full = batch.0.to_vec();
             full.extend([rows, cols]);
-            let t = if t.dims() == full.as_slice() { t.clone() } else { t.broadcast_to(full) };
+            let t = if t.sizes() == full.as_slice() { t.clone() } else { t.broadcast_to(full) };
             t.reshape([b, rows, cols])
         };
         let y = fold(self).matmul(&fold(other));
         let mut shape = batch.0.to_vec();
-        shape.extend([y.dims()[1], y.dims()[2]]);
+        shape.extend([y.sizes()[1], y.sizes()[2]]);
         y.reshape(shape)
     }
 }

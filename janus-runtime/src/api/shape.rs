@@ -13,7 +13,7 @@ impl Tensor {
     #[doc(alias = "view", alias = "view_as")]
     pub fn reshape(&self, spec: impl ReshapeSpec) -> Tensor {
         let spec = spec.to_spec();
-        let numel = self.numel();
+        let numel = self.elems();
         let known: usize = spec.iter().filter(|&&d| d >= 0).map(|&d| d as usize).product();
         let holes = spec.iter().filter(|&&d| d < 0).count();
         let valid = match holes {
@@ -22,11 +22,11 @@ impl Tensor {
             _ => false,
         };
         if !valid {
-            bail!("reshape", "cannot reshape {:?} ({numel} elements) to {:?}", self.shape(), &spec[..]);
+            bail!("reshape", "cannot reshape {:?} ({numel} elements) to {:?}", self.shape_ref(), &spec[..]);
         }
         let dims: Vec<usize> = spec.iter().map(|&d| if d < 0 { numel / known } else { d as usize }).collect();
         let shape = Shape::from(dims);
-        if &shape == self.shape() {
+        if &shape == self.shape_ref() {
             return self.clone();
         }
         apply(Op::Reshape(Reshape { shape }), &[self])
@@ -62,7 +62,7 @@ impl Tensor {
     #[doc(alias = "transpose")]
     pub fn t(&self) -> Tensor {
         if self.rank() != 2 {
-            bail!("t", "expected a 2-D tensor, got {:?}; use transpose for other ranks", self.shape());
+            bail!("t", "expected a 2-D tensor, got {:?}; use transpose for other ranks", self.shape_ref());
         }
         self.transpose(0, 1)
     }
@@ -71,7 +71,7 @@ impl Tensor {
     #[track_caller]
     pub fn unsqueeze(&self, dim: impl Dim) -> Tensor {
         let d = self.resolve_dim("unsqueeze", dim, 1);
-        let mut dims = self.dims().to_vec();
+        let mut dims = self.sizes().to_vec();
         dims.insert(d, 1);
         self.reshape(dims)
     }
@@ -80,10 +80,10 @@ impl Tensor {
     #[track_caller]
     pub fn squeeze(&self, dim: impl Dim) -> Tensor {
         let d = self.resolve_dim("squeeze", dim, 0);
-        if self.dims()[d] != 1 {
-            bail!("squeeze", "dimension {d} of {:?} has size {}, not 1", self.shape(), self.dims()[d]);
+        if self.sizes()[d] != 1 {
+            bail!("squeeze", "dimension {d} of {:?} has size {}, not 1", self.shape_ref(), self.sizes()[d]);
         }
-        let mut dims = self.dims().to_vec();
+        let mut dims = self.sizes().to_vec();
         dims.remove(d);
         self.reshape(dims)
     }
@@ -92,7 +92,7 @@ impl Tensor {
     #[track_caller]
     pub fn broadcast_to(&self, shape: impl Into<Shape>) -> Tensor {
         let shape = shape.into();
-        if &shape == self.shape() {
+        if &shape == self.shape_ref() {
             return self.clone();
         }
         apply(Op::BroadcastTo(BroadcastTo { shape }), &[self])
@@ -103,7 +103,7 @@ impl Tensor {
     #[doc(alias = "select", alias = "slice")]
     pub fn narrow(&self, dim: impl Dim, start: usize, len: usize) -> Tensor {
         let dim = self.resolve_dim("narrow", dim, 0);
-        if start == 0 && len == self.dims()[dim] {
+        if start == 0 && len == self.sizes()[dim] {
             return self.clone();
         }
         apply(Op::Narrow(Narrow { dim, start, len }), &[self])
@@ -127,12 +127,12 @@ impl Tensor {
     #[track_caller]
     pub fn chunk<const N: usize>(&self, dim: impl Dim) -> [Tensor; N] {
         let d = self.resolve_dim("chunk", dim, 0);
-        let size = self.dims()[d];
+        let size = self.sizes()[d];
         if N == 0 || !size.is_multiple_of(N) {
             bail!(
                 "chunk",
                 "dimension {d} of {:?} (size {size}) does not split into {N} equal chunks",
-                self.shape()
+                self.shape_ref()
             );
         }
         let len = size / N;
@@ -156,8 +156,13 @@ impl Tensor {
     pub fn stack(tensors: &[&Tensor], dim: impl Dim) -> Tensor {
         let Some(first) = tensors.first() else { bail!("stack", "needs at least one tensor") };
         let d = first.resolve_dim("stack", dim, 1);
-        if let Some(t) = tensors.iter().find(|t| t.shape() != first.shape()) {
-            bail!("stack", "tensors must have one shape, got {:?} and {:?}", first.shape(), t.shape());
+        if let Some(t) = tensors.iter().find(|t| t.shape_ref() != first.shape_ref()) {
+            bail!(
+                "stack",
+                "tensors must have one shape, got {:?} and {:?}",
+                first.shape_ref(),
+                t.shape_ref()
+            );
         }
         let parts: Vec<Tensor> = tensors.iter().map(|t| t.unsqueeze(d)).collect();
         let refs: Vec<&Tensor> = parts.iter().collect();
@@ -170,7 +175,7 @@ impl Tensor {
             return self.clone();
         }
         // Reshape to the same shape copies exactly when the input is not contiguous.
-        apply(Op::Reshape(Reshape { shape: self.shape().clone() }), &[self])
+        apply(Op::Reshape(Reshape { shape: self.shape_ref().clone() }), &[self])
     }
 
     /// Slices of dimension `dim` picked by a 1-D `i64` index tensor.

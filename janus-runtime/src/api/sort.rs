@@ -58,9 +58,9 @@ impl Tensor {
     #[track_caller]
     pub fn topk(&self, k: usize, dim: impl Dim, largest: bool) -> (Tensor, Tensor) {
         let dim = self.resolve_dim("topk", dim, 0);
-        let n = self.dims()[dim];
+        let n = self.sizes()[dim];
         if k > n {
-            bail!("topk", "k = {k} is larger than dim {dim} of size {n} (tensor {:?})", self.shape());
+            bail!("topk", "k = {k} is larger than dim {dim} of size {n} (tensor {:?})", self.shape_ref());
         }
         let idx = self.argsort(dim, largest).narrow(dim, 0, k);
         (self.gather(dim, &idx), idx)

@@ -104,11 +104,11 @@ impl Tensor {
                 "requires_grad",
                 "only float tensors can require gradients, got {} {:?}",
                 self.dtype(),
-                self.shape()
+                self.shape_ref()
             );
         }
         let leaf =
-            Tensor::from_parts(self.shape().clone(), self.dtype(), self.0.data.clone(), GradMeta::Leaf);
+            Tensor::from_parts(self.shape_ref().clone(), self.dtype(), self.0.data.clone(), GradMeta::Leaf);
         crate::recorder::fresh_leaf(&leaf, &self);
         leaf
     }
@@ -118,7 +118,8 @@ impl Tensor {
         if matches!(self.0.grad, GradMeta::None) {
             return self.clone();
         }
-        let d = Tensor::from_parts(self.shape().clone(), self.dtype(), self.0.data.clone(), GradMeta::None);
+        let d =
+            Tensor::from_parts(self.shape_ref().clone(), self.dtype(), self.0.data.clone(), GradMeta::None);
         crate::recorder::detached(&d, self);
         d
     }
@@ -139,11 +140,11 @@ impl Tensor {
     /// Panics if the tensor has more than one element or no autograd history.
     #[track_caller]
     pub fn backward(&self) -> Grads {
-        if self.numel() != 1 {
+        if self.elems() != 1 {
             bail!(
                 "backward",
                 "gradients can only be implicitly seeded for a one-element tensor, got shape {:?}; use backward_with",
-                self.shape()
+                self.shape_ref()
             );
         }
         let seed = Tensor::ones_like(self);
@@ -157,17 +158,17 @@ impl Tensor {
             bail!(
                 "backward",
                 "tensor {:?} does not require grad: no leaf it depends on was created with requires_grad()",
-                self.shape()
+                self.shape_ref()
             );
         }
-        if seed.shape() != self.shape() || seed.dtype() != self.dtype() {
+        if seed.shape_ref() != self.shape_ref() || seed.dtype() != self.dtype() {
             bail!(
                 "backward",
                 "seed {} {:?} does not match the tensor's {} {:?}",
                 seed.dtype(),
-                seed.shape(),
+                seed.shape_ref(),
                 self.dtype(),
-                self.shape()
+                self.shape_ref()
             );
         }
         crate::recorder::backward(self);
@@ -208,8 +209,8 @@ fn op_backward(op: &Op, inputs: &[Tensor], output: &Tensor, g: &Tensor) -> Vec<O
             let da = a.needs_grad().then(|| GradPart::Dense(g.matmul(&b.t())));
             let db = b.needs_grad().then(|| {
                 if a.rank() == 3 {
-                    let rows = a.dims()[0] * a.dims()[1];
-                    GradPart::Outer(a.reshape([rows, a.dims()[2]]), g.reshape([rows, g.dims()[2]]))
+                    let rows = a.sizes()[0] * a.sizes()[1];
+                    GradPart::Outer(a.reshape([rows, a.sizes()[2]]), g.reshape([rows, g.sizes()[2]]))
                 } else {
                     GradPart::Outer(a.clone(), g.clone())
                 }

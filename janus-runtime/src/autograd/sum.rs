@@ -42,9 +42,9 @@ impl GradSum {
         let mut terms = self.terms;
         while let Some((a0, g0)) = terms.first() {
             // Terms with the same factor widths form one GEMM.
-            let (k, n) = (a0.dims()[1], g0.dims()[1]);
+            let (k, n) = (a0.sizes()[1], g0.sizes()[1]);
             let (same, rest): (Vec<_>, Vec<_>) =
-                terms.into_iter().partition(|(a, g)| a.dims()[1] == k && g.dims()[1] == n);
+                terms.into_iter().partition(|(a, g)| a.sizes()[1] == k && g.sizes()[1] == n);
             terms = rest;
             let product = if same.len() == 1 {
                 same[0].0.t().matmul(&same[0].1)

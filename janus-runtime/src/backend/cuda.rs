@@ -59,7 +59,7 @@ pub(crate) fn buffer(t: &Tensor) -> &Arc<DeviceBuffer> {
 /// The strided device view of a CUDA tensor.
 pub(crate) fn view(t: &Tensor) -> View<'_> {
     let d = t.data();
-    View { ptr: buffer(t).ptr(), dtype: t.dtype(), shape: t.dims(), strides: &d.strides, offset: d.offset }
+    View { ptr: buffer(t).ptr(), dtype: t.dtype(), shape: t.sizes(), strides: &d.strides, offset: d.offset }
 }
 
 /// A fresh buffer for `numel` elements of `dtype`.
@@ -86,7 +86,7 @@ pub(crate) fn upload(t: &Tensor, ordinal: usize) -> Tensor {
         unsafe { std::slice::from_raw_parts(v.as_ptr() as *const u8, std::mem::size_of_val(&v[..])) }.to_vec()
     });
     let buf = Arc::new(ok("to_device", ordinal, dev.upload(&bytes)));
-    tensor(dense_data(buf, t.shape()), t.shape(), t.dtype())
+    tensor(dense_data(buf, t.shape_ref()), t.shape_ref(), t.dtype())
 }
 
 /// A contiguous CPU copy of a CUDA tensor; waits for the device.
@@ -95,7 +95,7 @@ pub(crate) fn download(t: &Tensor) -> Tensor {
     let Device::Cuda(n) = t.device() else { return t.clone() };
     let d = dense(t);
     let dev = buffer(&d).device().clone();
-    let numel = t.numel();
+    let numel = t.elems();
     let host: CpuBuffer = with_any_type!(t.dtype(), T => {
         let mut v = vec![T::default(); numel];
         // SAFETY: the vector's bytes are plain-old-data elements, written whole by the copy.
@@ -103,7 +103,7 @@ pub(crate) fn download(t: &Tensor) -> Tensor {
         ok("host read", n, dev.download(view(&d).start(), bytes));
         janus_kernels::buffer::Stored::wrap(v)
     });
-    Tensor::from_buffer(host, t.shape().clone())
+    Tensor::from_buffer(host, t.shape_ref().clone())
 }
 
 /// `t` itself when dense, else a dense copy on its device.
@@ -114,11 +114,11 @@ pub(crate) fn dense(t: &Tensor) -> Tensor {
     }
     let Device::Cuda(n) = t.device() else { unreachable!("dense() of a CUDA tensor") };
     let dev = buffer(t).device().clone();
-    let out = alloc("contiguous", &dev, t.dtype(), t.numel());
-    let st = t.shape().contiguous_strides();
-    let dst = View { ptr: out.ptr(), dtype: t.dtype(), shape: t.dims(), strides: &st, offset: 0 };
+    let out = alloc("contiguous", &dev, t.dtype(), t.elems());
+    let st = t.shape_ref().contiguous_strides();
+    let dst = View { ptr: out.ptr(), dtype: t.dtype(), shape: t.sizes(), strides: &st, offset: 0 };
     ok("contiguous", n, ko::copy(&dev, view(t), dst));
-    tensor(dense_data(out, t.shape()), t.shape(), t.dtype())
+    tensor(dense_data(out, t.shape_ref()), t.shape_ref(), t.dtype())
 }
 
 /// The register type a program over `dtype` values computes in.
@@ -147,7 +147,7 @@ fn run_program(
     let strides: Vec<Strides> = x.iter().map(|t| broadcast_strides(t, &ty.shape)).collect();
     let views: Vec<View> =
         x.iter().zip(&strides).map(|(t, st)| View { strides: st, shape: &ty.shape, ..view(t) }).collect();
-    let out = alloc(op.name(), dev, ty.dtype, ty.shape.numel());
+    let out = alloc(op.name(), dev, ty.dtype, ty.shape.elems());
     ok(
         op.name(),
         dev.ordinal,
@@ -215,8 +215,8 @@ pub(crate) fn compute(op: &Op, x: &[&Tensor], ty: &TensorType, ordinal: usize) -
     let done = |r: Result<(), CudaError>| ok(name, ordinal, r);
     match op {
         Op::Full(p) => {
-            let b = out(p.dtype, p.shape.numel());
-            done(ko::fill(&dev, b.ptr(), p.shape.numel(), p.dtype, p.value.get()));
+            let b = out(p.dtype, p.shape.elems());
+            done(ko::fill(&dev, b.ptr(), p.shape.elems(), p.dtype, p.value.get()));
             dense_data(b, &p.shape)
         }
         Op::Arange(p) => {
@@ -229,16 +229,16 @@ pub(crate) fn compute(op: &Op, x: &[&Tensor], ty: &TensorType, ordinal: usize) -
         }
         Op::RandUniform(p) | Op::RandNormal(p) => {
             let src = rng_source(x[0]);
-            let b = out(p.dtype, p.shape.numel());
+            let b = out(p.dtype, p.shape.elems());
             let normal = matches!(op, Op::RandNormal(_));
-            done(ko::random(&dev, p.dtype, normal, p.shape.numel(), b.ptr(), src));
+            done(ko::random(&dev, p.dtype, normal, p.shape.elems(), b.ptr(), src));
             dense_data(b, &p.shape)
         }
         Op::Multinomial => {
             let src = rng_source(x[1]);
             let probs = dense(x[0]);
-            let cols = probs.dims()[probs.rank() - 1];
-            let rows = probs.numel() / cols;
+            let cols = probs.sizes()[probs.rank() - 1];
+            let rows = probs.elems() / cols;
             let b = out(DType::I64, rows);
             done(ko::multinomial(&dev, probs.dtype(), rows, cols, view(&probs).start(), src, b.ptr()));
             dense_data(b, &ty.shape)
@@ -260,7 +260,7 @@ pub(crate) fn compute(op: &Op, x: &[&Tensor], ty: &TensorType, ordinal: usize) -
         Op::ArgMax(p) => reduce(&dev, ReduceOp::ArgMax, x[0], &[p.dim], ty),
         Op::LogSumExp(p) => reduce(&dev, ReduceOp::LogSumExp, x[0], &[p.dim], ty),
         Op::Softmax(p) | Op::LogSoftmax(p) => {
-            let b = out(ty.dtype, ty.shape.numel());
+            let b = out(ty.dtype, ty.shape.elems());
             done(ko::softmax(&dev, matches!(op, Op::LogSoftmax(_)), view(x[0]), p.dim, b.ptr()));
             dense_data(b, &ty.shape)
         }
@@ -272,19 +272,19 @@ pub(crate) fn compute(op: &Op, x: &[&Tensor], ty: &TensorType, ordinal: usize) -
         }
         Op::Permute(_) | Op::Narrow(_) | Op::BroadcastTo(_) => op.compute_cpu(&x, ty),
         Op::Pad(p) => {
-            let b = out(ty.dtype, ty.shape.numel());
-            done(dev.zero(b.ptr(), ty.shape.numel() * ty.dtype.size_in_bytes()));
+            let b = out(ty.dtype, ty.shape.elems());
+            done(dev.zero(b.ptr(), ty.shape.elems() * ty.dtype.size_in_bytes()));
             place(&dev, &b, ty, p.dim, &[(x[0], p.before)]);
             dense_data(b, &ty.shape)
         }
         Op::Cat(p) => {
-            let b = out(ty.dtype, ty.shape.numel());
+            let b = out(ty.dtype, ty.shape.elems());
             let mut at = 0;
             let parts: Vec<(&Tensor, usize)> = x
                 .iter()
                 .map(|t| {
-                    at += t.dims()[p.dim];
-                    (*t, at - t.dims()[p.dim])
+                    at += t.sizes()[p.dim];
+                    (*t, at - t.sizes()[p.dim])
                 })
                 .collect();
             place(&dev, &b, ty, p.dim, &parts);
@@ -292,15 +292,15 @@ pub(crate) fn compute(op: &Op, x: &[&Tensor], ty: &TensorType, ordinal: usize) -
         }
         Op::IndexSelect(p) => {
             let (src, idx) = (dense(x[0]), dense(x[1]));
-            let d = janus_kernels::reduce::ReduceDims::new(src.dims(), p.dim);
-            let b = out(ty.dtype, ty.shape.numel());
+            let d = janus_kernels::reduce::ReduceDims::new(src.sizes(), p.dim);
+            let b = out(ty.dtype, ty.shape.elems());
             done(ko::index_select(
                 &dev,
                 ty.dtype,
                 (d.outer, d.n, d.inner),
                 view(&src).start(),
                 view(&idx).start(),
-                idx.numel(),
+                idx.elems(),
                 b.ptr(),
             ));
             dense_data(b, &ty.shape)
@@ -308,28 +308,28 @@ pub(crate) fn compute(op: &Op, x: &[&Tensor], ty: &TensorType, ordinal: usize) -
         Op::IndexAdd(p) => {
             let (src, idx) = (dense(x[0]), dense(x[1]));
             let d = janus_kernels::reduce::ReduceDims::new(&ty.shape, p.dim);
-            let b = out(ty.dtype, ty.shape.numel());
+            let b = out(ty.dtype, ty.shape.elems());
             done(ko::index_add(
                 &dev,
                 ty.dtype,
                 (d.outer, p.size, d.inner),
                 view(&src).start(),
                 view(&idx).start(),
-                idx.numel(),
+                idx.elems(),
                 b.ptr(),
             ));
             dense_data(b, &ty.shape)
         }
         Op::Gather(p) => {
             let (src, idx) = (dense(x[0]), dense(x[1]));
-            let b = out(ty.dtype, ty.shape.numel());
+            let b = out(ty.dtype, ty.shape.elems());
             done(ko::gather_scatter(
                 &dev,
                 false,
                 ty.dtype,
                 p.dim,
-                src.dims(),
-                idx.dims(),
+                src.sizes(),
+                idx.sizes(),
                 view(&src).start(),
                 view(&idx).start(),
                 b.ptr(),
@@ -338,14 +338,14 @@ pub(crate) fn compute(op: &Op, x: &[&Tensor], ty: &TensorType, ordinal: usize) -
         }
         Op::ScatterAdd(p) => {
             let (src, idx) = (dense(x[0]), dense(x[1]));
-            let b = out(ty.dtype, ty.shape.numel());
+            let b = out(ty.dtype, ty.shape.elems());
             done(ko::gather_scatter(
                 &dev,
                 true,
                 ty.dtype,
                 p.dim,
                 &p.shape,
-                idx.dims(),
+                idx.sizes(),
                 view(&src).start(),
                 view(&idx).start(),
                 b.ptr(),
@@ -354,8 +354,8 @@ pub(crate) fn compute(op: &Op, x: &[&Tensor], ty: &TensorType, ordinal: usize) -
         }
         Op::OneHot(p) => {
             let idx = dense(x[0]);
-            let b = out(p.dtype, ty.shape.numel());
-            done(ko::one_hot(&dev, p.dtype, idx.numel(), p.classes, view(&idx).start(), b.ptr()));
+            let b = out(p.dtype, ty.shape.elems());
+            done(ko::one_hot(&dev, p.dtype, idx.elems(), p.classes, view(&idx).start(), b.ptr()));
             dense_data(b, &ty.shape)
         }
         Op::ToDevice(p) => super::transfer(x[0], p.device),
@@ -395,14 +395,14 @@ fn place(dev: &Arc<CudaDevice>, b: &DeviceBuffer, ty: &TensorType, dim: usize, p
     let st = ty.shape.contiguous_strides();
     for (t, start) in parts {
         let dst =
-            View { ptr: b.ptr(), dtype: ty.dtype, shape: t.dims(), strides: &st, offset: start * st[dim] };
+            View { ptr: b.ptr(), dtype: ty.dtype, shape: t.sizes(), strides: &st, offset: start * st[dim] };
         ok("cat", dev.ordinal, ko::copy(dev, view(t), dst));
     }
 }
 
 #[track_caller]
 fn reduce(dev: &Arc<CudaDevice>, op: ReduceOp, x: &Tensor, dims: &[usize], ty: &TensorType) -> Data {
-    let b = alloc("reduce", dev, ty.dtype, ty.shape.numel());
+    let b = alloc("reduce", dev, ty.dtype, ty.shape.elems());
     ok("reduce", dev.ordinal, ko::reduce(dev, op, view(x), dims, b.ptr()));
     dense_data(b, &ty.shape)
 }
@@ -413,7 +413,7 @@ fn operand(t: &Tensor) -> (Operand, Option<Tensor>) {
     let make = |t: &Tensor| Operand::new(buffer(t).ptr(), t.dtype().size_in_bytes(), t.layout().matrix());
     let o = make(t);
     let r = t.rank();
-    if blas_layout(t.dims()[r - 2], t.dims()[r - 1], &o).is_some() {
+    if blas_layout(t.sizes()[r - 2], t.sizes()[r - 1], &o).is_some() {
         return (o, None);
     }
     let d = dense(t);
@@ -431,14 +431,14 @@ pub(crate) fn matmul(
 ) -> Data {
     let r = ty.shape.rank();
     let (batch, m, n) = (if r == 3 { ty.shape[0] } else { 1 }, ty.shape[r - 2], ty.shape[r - 1]);
-    let k = a.dims()[a.rank() - 1];
+    let k = a.sizes()[a.rank() - 1];
     let ((oa, _ka), (ob, _kb)) = (operand(a), operand(b));
-    let out = alloc("matmul", dev, ty.dtype, ty.shape.numel());
+    let out = alloc("matmul", dev, ty.dtype, ty.shape.elems());
     if let Some(c) = c {
         ok(
             "matmul",
             dev.ordinal,
-            dev.copy_dtod(out.ptr(), view(c).start(), ty.shape.numel() * ty.dtype.size_in_bytes()),
+            dev.copy_dtod(out.ptr(), view(c).start(), ty.shape.elems() * ty.dtype.size_in_bytes()),
         );
     }
     ok("matmul", dev.ordinal, gemm(dev, ty.dtype, batch, (m, n, k), oa, ob, out.ptr(), c.is_some()));

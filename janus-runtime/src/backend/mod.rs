@@ -41,9 +41,9 @@ pub(crate) fn device_of(op: &Op, x: &[&Tensor]) -> Device {
                 op.name(),
                 "operands are on different devices: {} {:?} and {} {:?} (move one with to_device)",
                 f.device(),
-                f.shape(),
+                f.shape_ref(),
                 t.device(),
-                t.shape()
+                t.shape_ref()
             ),
             Some(_) => {}
         }
@@ -57,8 +57,8 @@ pub(crate) fn compute(op: &Op, x: &[&Tensor], ty: &TensorType) -> Data {
     match device_of(op, x) {
         Device::Cpu if crate::profile::on() => crate::profile::eager(
             || {
-                let ins: Vec<String> = x.iter().map(|t| format!("{:?}", t.dims())).collect();
-                format!("{} {} -> {:?}", op.name(), ins.join(" "), ty.shape.dims())
+                let ins: Vec<String> = x.iter().map(|t| format!("{:?}", t.sizes())).collect();
+                format!("{} {} -> {:?}", op.name(), ins.join(" "), ty.shape.sizes())
             },
             || op.compute_cpu(x, ty),
         ),

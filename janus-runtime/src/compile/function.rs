@@ -31,7 +31,7 @@ impl Signature {
         Signature {
             inputs: inputs
                 .iter()
-                .map(|t| (t.shape().clone(), t.dtype(), t.device(), t.needs_grad()))
+                .map(|t| (t.shape_ref().clone(), t.dtype(), t.device(), t.needs_grad()))
                 .collect(),
             grad_enabled: is_grad_enabled(),
         }

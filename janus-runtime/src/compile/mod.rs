@@ -4,6 +4,7 @@
 //! [`trace`] (`function.rs`) compiles a whole function of tensors.
 
 mod function;
+pub(crate) mod generic;
 
 pub use function::{Traced, trace};
 
@@ -81,8 +82,11 @@ pub struct Compiled {
 }
 
 struct GradParts {
-    derivative: Derivative,
+    derivative: Arc<Derivative>,
     backward: BackwardCache,
+    /// An instance of a shape-polymorphic variant: its templates and symbol values, which
+    /// build its backward executors.
+    generic: Option<(Arc<generic::Generic>, Vec<usize>)>,
 }
 
 /// Per set of cotangents: the backward executor and the ops of its derived graph.
@@ -116,7 +120,9 @@ impl Compiled {
         let (grad, mut to_run, num_residuals) = if any_history {
             let d = crate::ops::uncounted(|| derive(&recorded, needs));
             let (fwd, n_res) = (d.forward.clone(), d.num_residuals);
-            (Some(GradParts { derivative: d, backward: Mutex::new(HashMap::new()) }), fwd, n_res)
+            let parts =
+                GradParts { derivative: Arc::new(d), backward: Mutex::new(HashMap::new()), generic: None };
+            (Some(parts), fwd, n_res)
         } else {
             (None, recorded.clone(), 0)
         };
@@ -256,7 +262,9 @@ impl Compiled {
             let values = residuals.split_off(self.num_residuals);
             values
                 .into_iter()
-                .map(|t| Tensor::from_parts(t.shape().clone(), t.dtype(), t.0.data.clone(), GradMeta::Leaf))
+                .map(|t| {
+                    Tensor::from_parts(t.shape_ref().clone(), t.dtype(), t.0.data.clone(), GradMeta::Leaf)
+                })
                 .collect()
         };
         let attach = self.grad.is_some() && is_grad_enabled();
@@ -291,11 +299,19 @@ impl Compiled {
         if let Some(e) = cache.get(mask) {
             return e.clone();
         }
-        let specialised = without_cotangents(&g.derivative, mask);
-        let ops = op_calls(&specialised);
-        let (optimised, _) = crate::ops::uncounted(|| optimize(specialised));
-        crate::graph::dump::dump(&format!("{}-backward", self.name), &optimised);
-        let e = (Arc::new(Executor::compile(optimised)), ops);
+        let e = match &g.generic {
+            Some((generic, values)) => {
+                let (exec, ops) = generic.backward(values, &g.derivative, mask);
+                (Arc::new(exec), ops)
+            }
+            None => {
+                let specialised = without_cotangents(&g.derivative, mask);
+                let ops = op_calls(&specialised);
+                let (optimised, _) = crate::ops::uncounted(|| optimize(specialised));
+                crate::graph::dump::dump(&format!("{}-backward", self.name), &optimised);
+                (Arc::new(Executor::compile(optimised)), ops)
+            }
+        };
         cache.insert(mask.to_vec(), e.clone());
         e
     }
@@ -387,7 +403,7 @@ impl Tensor {
     /// A handle of this value as output `index` of autograd node `node`.
     pub(crate) fn with_node(self, node: Arc<GradNode>, index: usize) -> Tensor {
         Tensor::from_parts(
-            self.shape().clone(),
+            self.shape_ref().clone(),
             self.dtype(),
             self.0.data.clone(),
             GradMeta::Node(node, index),

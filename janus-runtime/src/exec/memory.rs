@@ -85,7 +85,7 @@ pub(crate) fn assign_buffers(
         let r = root(o.index());
         if def_step[r] != usize::MAX && out_slot[r].is_none() {
             out_slot[r] = Some(output_bufs.len());
-            output_bufs.push((g.nodes[r].ty.dtype, g.nodes[r].ty.shape.numel()));
+            output_bufs.push((g.nodes[r].ty.dtype, g.nodes[r].ty.shape.elems()));
         }
     }
     // Arena assignment in step order.
@@ -104,7 +104,7 @@ pub(crate) fn assign_buffers(
                 continue;
             }
             let ty = &g.nodes[w].ty;
-            let (slot, need) = (dtype_slot(ty.dtype), ty.shape.numel());
+            let (slot, need) = (dtype_slot(ty.dtype), ty.shape.elems());
             plan.naive_bytes += need * ty.dtype.size_in_bytes();
             // In place: the addend of a GEMM that dies here, dense, of the result's shape, and
             // not also one of the factors.
@@ -148,7 +148,7 @@ pub(crate) fn assign_buffers(
         for &v in &dying[s] {
             if let Some(start) = arena_start[v] {
                 let ty = &g.nodes[v].ty;
-                release(&mut free[dtype_slot(ty.dtype)], FreeBlock { start, len: ty.shape.numel() });
+                release(&mut free[dtype_slot(ty.dtype)], FreeBlock { start, len: ty.shape.elems() });
             }
         }
     }
@@ -175,7 +175,7 @@ pub(crate) fn assign_buffers(
             };
             Some(ValRef {
                 buf,
-                len: rty.shape.numel(),
+                len: rty.shape.elems(),
                 dtype: g.nodes[i].ty.dtype,
                 shape: g.nodes[i].ty.shape.clone(),
                 strides: l.strides.clone(),
@@ -238,7 +238,7 @@ type Extent = (usize, usize, usize);
 /// slot, or output buffer `k`, keyed `4 + k`): the bounding range of its layout. Inputs,
 /// constants and memos are never written, so reading them orders nothing.
 fn extent(v: &ValRef) -> Option<Extent> {
-    if v.shape.numel() == 0 {
+    if v.shape.elems() == 0 {
         return None;
     }
     let (key, base) = match v.buf {

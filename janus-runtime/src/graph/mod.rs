@@ -5,6 +5,7 @@
 pub(crate) mod dump;
 mod export;
 pub mod fused;
+pub mod generic;
 mod verify;
 
 pub use verify::verify;

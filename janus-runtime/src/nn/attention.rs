@@ -80,7 +80,7 @@ impl MultiheadAttention {
     pub fn self_attention(&self, x: &Tensor, causal: bool) -> Tensor {
         let qkv = x.matmul(&self.in_proj_weight.t()) + self.bias_without_key();
         let [q, k, v] = qkv.chunk::<3>(2);
-        let mask = causal.then(|| Self::causal_mask(x.dims()[1]));
+        let mask = causal.then(|| Self::causal_mask(x.sizes()[1]));
         self.attend(&q, &k, &v, mask.as_ref())
     }
 
@@ -94,7 +94,7 @@ impl MultiheadAttention {
         value: &Tensor,
         attn_mask: Option<&Tensor>,
     ) -> Tensor {
-        let e = query.dims()[2];
+        let e = query.sizes()[2];
         let proj = |x: &Tensor, i: usize| x.matmul(&self.in_proj_weight.narrow(0, i * e, e).t());
         let bias = |i: usize| self.in_proj_bias.narrow(0, i * e, e);
         // No key bias: see the type's docs.
@@ -103,15 +103,15 @@ impl MultiheadAttention {
 
     /// `in_proj_bias` with its key part zeroed (not added, so its gradient is exactly zero).
     fn bias_without_key(&self) -> Tensor {
-        let e = self.in_proj_bias.dims()[0] / 3;
+        let e = self.in_proj_bias.sizes()[0] / 3;
         let b = &self.in_proj_bias;
         Tensor::cat(&[&b.narrow(0, 0, e), &Tensor::zeros_dtype([e], b.dtype()), &b.narrow(0, 2 * e, e)], 0)
     }
 
     /// Attention of projected `q`, `k`, `v`, then the output projection.
     fn attend(&self, q: &Tensor, k: &Tensor, v: &Tensor, attn_mask: Option<&Tensor>) -> Tensor {
-        let (b, tq, e) = (q.dims()[0], q.dims()[1], q.dims()[2]);
-        let tk = k.dims()[1];
+        let (b, tq, e) = (q.sizes()[0], q.sizes()[1], q.sizes()[2]);
+        let tk = k.sizes()[1];
         let (h, dh) = (self.num_heads, e / self.num_heads);
         // [B, T, E] -> [B * H, T, Dh]
         let heads =

@@ -21,8 +21,8 @@ impl Embedding {
     /// Looks up `idx` (`i64`, any shape): result `idx.dims() + [dim]`.
     #[track_caller]
     pub fn forward(&self, idx: &Tensor) -> Tensor {
-        let mut dims = idx.dims().to_vec();
-        dims.push(self.weight.dims()[1]);
+        let mut dims = idx.sizes().to_vec();
+        dims.push(self.weight.sizes()[1]);
         self.weight.index_select(0, &idx.flatten()).reshape(dims)
     }
 }

@@ -32,7 +32,7 @@ impl LstmCell {
 
     /// Hidden size.
     pub fn hidden_size(&self) -> usize {
-        self.weight_hh.dims()[1]
+        self.weight_hh.sizes()[1]
     }
 
     /// One step: `(h', c')` from input `x [batch, input]` and state `(h, c)`, each

@@ -49,7 +49,7 @@ impl RnnCell {
 
     /// Hidden size.
     pub fn hidden_size(&self) -> usize {
-        self.weight_hh.dims()[1]
+        self.weight_hh.sizes()[1]
     }
 
     /// One step: `h'` from input `x [batch, input]` and state `h [batch, hidden]`.

@@ -101,7 +101,7 @@ impl Layer {
             Layer::Tanh => x.tanh(),
             Layer::Sigmoid => x.sigmoid(),
             Layer::Flatten => {
-                let d = x.dims();
+                let d = x.sizes();
                 x.reshape([d[0], d[1..].iter().product::<usize>()])
             }
         }

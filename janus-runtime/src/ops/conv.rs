@@ -59,7 +59,7 @@ fn out_size(op: &str, w: &Window, x: &Tensor) -> [usize; 2] {
             w.stride,
             w.padding,
             w.dilation,
-            x.shape()
+            x.shape_ref()
         ),
     }
 }
@@ -67,9 +67,9 @@ fn out_size(op: &str, w: &Window, x: &Tensor) -> [usize; 2] {
 #[track_caller]
 pub(crate) fn infer_unfold(p: &Unfold, x: &Tensor) -> TensorType {
     if x.rank() != 4 || !x.dtype().is_float() {
-        bail!("unfold", "expected a float [N, C, H, W] input, got {} {:?}", x.dtype(), x.shape());
+        bail!("unfold", "expected a float [N, C, H, W] input, got {} {:?}", x.dtype(), x.shape_ref());
     }
-    let d = x.dims();
+    let d = x.sizes();
     let w = window(&p.window, d[0], d[1], [d[2], d[3]]);
     let [oh, ow] = out_size("unfold", &w, x);
     let [kh, kw] = p.window.kernel;
@@ -78,9 +78,14 @@ pub(crate) fn infer_unfold(p: &Unfold, x: &Tensor) -> TensorType {
 
 #[track_caller]
 pub(crate) fn infer_fold(p: &Fold, col: &Tensor) -> TensorType {
-    let d = col.dims();
+    let d = col.sizes();
     if col.rank() != 6 || !col.dtype().is_float() {
-        bail!("fold", "expected a float [C, kh, kw, N, OH, OW] input, got {} {:?}", col.dtype(), col.shape());
+        bail!(
+            "fold",
+            "expected a float [C, kh, kw, N, OH, OW] input, got {} {:?}",
+            col.dtype(),
+            col.shape_ref()
+        );
     }
     let w = window(&p.window, d[3], d[0], p.size);
     let [oh, ow] = out_size("fold", &w, col);
@@ -88,7 +93,7 @@ pub(crate) fn infer_fold(p: &Fold, col: &Tensor) -> TensorType {
         bail!(
             "fold",
             "columns {:?} do not match a {:?} window with {oh}x{ow} outputs over {:?} images",
-            col.shape(),
+            col.shape_ref(),
             p.window.kernel,
             p.size
         );
@@ -98,22 +103,22 @@ pub(crate) fn infer_fold(p: &Fold, col: &Tensor) -> TensorType {
 }
 
 pub(crate) fn unfold(p: &Unfold, x: &Tensor, ty: &TensorType) -> Data {
-    let d = x.dims();
+    let d = x.sizes();
     let w = window(&p.window, d[0], d[1], [d[2], d[3]]);
     with_float_type!(x.dtype(), T => {
         let src = x.contiguous_slice::<T>();
-        let mut out = vec![0 as T; ty.shape.numel()];
+        let mut out = vec![0 as T; ty.shape.elems()];
         k::unfold(&w, &src, p.pad_value.get() as T, &mut out);
         Data::contiguous(janus_kernels::buffer::Stored::wrap(out), &ty.shape)
     }, _ => unreachable!("rejected by the shape rule"))
 }
 
 pub(crate) fn fold(p: &Fold, col: &Tensor, ty: &TensorType) -> Data {
-    let d = col.dims();
+    let d = col.sizes();
     let w = window(&p.window, d[3], d[0], p.size);
     with_float_type!(col.dtype(), T => {
         let src = col.contiguous_slice::<T>();
-        let mut out = vec![0 as T; ty.shape.numel()];
+        let mut out = vec![0 as T; ty.shape.elems()];
         k::fold(&w, &src, &mut out);
         Data::contiguous(janus_kernels::buffer::Stored::wrap(out), &ty.shape)
     }, _ => unreachable!("rejected by the shape rule"))
@@ -121,7 +126,7 @@ pub(crate) fn fold(p: &Fold, col: &Tensor, ty: &TensorType) -> Data {
 
 /// The two are adjoint linear maps: each one's VJP is the other (padding taps get no gradient).
 pub(crate) fn unfold_vjp(p: &Unfold, x: &Tensor, g: &Tensor) -> Tensor {
-    let d = x.dims();
+    let d = x.sizes();
     super::apply(super::Op::Fold(Fold { window: p.window, size: [d[2], d[3]] }), &[g])
 }
 
@@ -132,9 +137,9 @@ pub(crate) fn fold_vjp(p: &Fold, g: &Tensor) -> Tensor {
 #[track_caller]
 pub(crate) fn infer_max_pool(w: &Window2d, x: &Tensor) -> TensorType {
     if x.rank() != 4 || !x.dtype().is_float() {
-        bail!("max_pool2d", "expected a float [N, C, H, W] input, got {} {:?}", x.dtype(), x.shape());
+        bail!("max_pool2d", "expected a float [N, C, H, W] input, got {} {:?}", x.dtype(), x.shape_ref());
     }
-    let d = x.dims();
+    let d = x.sizes();
     let [oh, ow] = out_size("max_pool2d", &window(w, d[0], d[1], [d[2], d[3]]), x);
     TensorType { shape: [d[0], d[1], oh, ow].into(), dtype: x.dtype() }
 }
@@ -142,25 +147,25 @@ pub(crate) fn infer_max_pool(w: &Window2d, x: &Tensor) -> TensorType {
 #[track_caller]
 pub(crate) fn infer_max_pool_backward(w: &Window2d, x: &Tensor, g: &Tensor) -> TensorType {
     let y = infer_max_pool(w, x);
-    if g.shape() != &y.shape || g.dtype() != x.dtype() {
+    if g.shape_ref() != &y.shape || g.dtype() != x.dtype() {
         bail!(
             "max_pool2d_backward",
             "the cotangent {} {:?} does not match the pooled {} {:?}",
             g.dtype(),
-            g.shape(),
+            g.shape_ref(),
             y.dtype,
             y.shape
         );
     }
-    TensorType { shape: x.shape().clone(), dtype: x.dtype() }
+    TensorType { shape: x.shape_ref().clone(), dtype: x.dtype() }
 }
 
 /// Max pooling (`-inf` padding, first maximum wins); the kernel is `janus_kernels::conv::max_pool`.
 pub(crate) fn max_pool(w: &Window2d, x: &Tensor, ty: &TensorType) -> Data {
-    let d = x.dims();
+    let d = x.sizes();
     let g = window(w, d[0], d[1], [d[2], d[3]]);
     with_float_type!(x.dtype(), T => {
-        let mut out = vec![0 as T; ty.shape.numel()];
+        let mut out = vec![0 as T; ty.shape.elems()];
         k::max_pool(&g, &x.contiguous_slice::<T>(), &mut out);
         Data::contiguous(janus_kernels::buffer::Stored::wrap(out), &ty.shape)
     }, _ => unreachable!("rejected by the shape rule"))
@@ -168,10 +173,10 @@ pub(crate) fn max_pool(w: &Window2d, x: &Tensor, ty: &TensorType) -> Data {
 
 /// The input gradient of max pooling, recomputing each window's winner from `x`.
 pub(crate) fn max_pool_backward(w: &Window2d, x: &Tensor, gy: &Tensor, ty: &TensorType) -> Data {
-    let d = x.dims();
+    let d = x.sizes();
     let g = window(w, d[0], d[1], [d[2], d[3]]);
     with_float_type!(x.dtype(), T => {
-        let mut out = vec![0 as T; ty.shape.numel()];
+        let mut out = vec![0 as T; ty.shape.elems()];
         k::max_pool_backward(&g, &x.contiguous_slice::<T>(), &gy.contiguous_slice::<T>(), &mut out);
         Data::contiguous(janus_kernels::buffer::Stored::wrap(out), &ty.shape)
     }, _ => unreachable!("rejected by the shape rule"))

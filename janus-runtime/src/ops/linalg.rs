@@ -15,27 +15,32 @@ pub(crate) fn infer_matmul(a: &Tensor, b: &Tensor) -> TensorType {
             "matmul",
             "operands must be floats of one dtype, got {} {:?} and {} {:?}",
             a.dtype(),
-            a.shape(),
+            a.shape_ref(),
             b.dtype(),
-            b.shape()
+            b.shape_ref()
         );
     }
     let (ra, rb) = (a.rank(), b.rank());
     if !(2..=3).contains(&ra) || !(2..=3).contains(&rb) {
-        bail!("matmul", "expected 2-D or 3-D operands, got shapes {:?} and {:?}", a.shape(), b.shape());
+        bail!(
+            "matmul",
+            "expected 2-D or 3-D operands, got shapes {:?} and {:?}",
+            a.shape_ref(),
+            b.shape_ref()
+        );
     }
-    let (m, ka) = (a.dims()[ra - 2], a.dims()[ra - 1]);
-    let (kb, n) = (b.dims()[rb - 2], b.dims()[rb - 1]);
+    let (m, ka) = (a.sizes()[ra - 2], a.sizes()[ra - 1]);
+    let (kb, n) = (b.sizes()[rb - 2], b.sizes()[rb - 1]);
     if ka != kb {
-        bail!("matmul", "inner dimensions differ: {:?} @ {:?} ({ka} vs {kb})", a.shape(), b.shape());
+        bail!("matmul", "inner dimensions differ: {:?} @ {:?} ({ka} vs {kb})", a.shape_ref(), b.shape_ref());
     }
     let shape: Shape = if ra == 2 && rb == 2 {
         [m, n].into()
     } else {
-        let ba = if ra == 3 { a.dims()[0] } else { 1 };
-        let bb = if rb == 3 { b.dims()[0] } else { 1 };
+        let ba = if ra == 3 { a.sizes()[0] } else { 1 };
+        let bb = if rb == 3 { b.sizes()[0] } else { 1 };
         if ba != bb && ba != 1 && bb != 1 {
-            bail!("matmul", "batch dimensions differ: {:?} @ {:?}", a.shape(), b.shape());
+            bail!("matmul", "batch dimensions differ: {:?} @ {:?}", a.shape_ref(), b.shape_ref());
         }
         [if ba == 1 { bb } else { ba }, m, n].into()
     };
@@ -53,10 +58,10 @@ pub(crate) fn matmul(a: &Tensor, b: &Tensor, ty: &TensorType) -> Data {
         batch: if r == 3 { ty.shape[0] } else { 1 },
         m: ty.shape[r - 2],
         n: ty.shape[r - 1],
-        k: a.dims()[a.rank() - 1],
+        k: a.sizes()[a.rank() - 1],
     };
     with_float_type!(a.dtype(), T => {
-        let mut out = vec![0 as T; ty.shape.numel()];
+        let mut out = vec![0 as T; ty.shape.elems()];
         let (la, lb) = (a.data().cpu().as_slice::<T>().unwrap(), b.data().cpu().as_slice::<T>().unwrap());
         gemm(dims, la, layout(a), lb, layout(b), &mut out, false);
         Data::contiguous(janus_kernels::buffer::Stored::wrap(out), &ty.shape)
@@ -68,15 +73,15 @@ pub(crate) fn matmul_vjp(a: &Tensor, b: &Tensor, g: &Tensor) -> Vec<Option<Tenso
     let mt = |t: &Tensor| t.transpose(-2, -1);
     let da = a
         .needs_grad()
-        .then(|| super::elementwise::sum_to(&g.matmul(&mt(b)), &batch_shape(a, g)).reshape(a.shape()));
+        .then(|| super::elementwise::sum_to(&g.matmul(&mt(b)), &batch_shape(a, g)).reshape(a.shape_ref()));
     let db = b.needs_grad().then(|| {
         if b.rank() == 2 && a.rank() == 3 {
             // Fold the batch into the rows: one [k, b*m] @ [b*m, n] GEMM instead of a batched
             // product and a sum.
-            let (rows, k, n) = (a.dims()[0] * a.dims()[1], a.dims()[2], g.dims()[2]);
+            let (rows, k, n) = (a.sizes()[0] * a.sizes()[1], a.sizes()[2], g.sizes()[2]);
             a.reshape([rows, k]).t().matmul(&g.reshape([rows, n]))
         } else {
-            super::elementwise::sum_to(&mt(a).matmul(g), &batch_shape(b, g)).reshape(b.shape())
+            super::elementwise::sum_to(&mt(a).matmul(g), &batch_shape(b, g)).reshape(b.shape_ref())
         }
     });
     vec![da, db]
@@ -84,5 +89,9 @@ pub(crate) fn matmul_vjp(a: &Tensor, b: &Tensor, g: &Tensor) -> Vec<Option<Tenso
 
 /// The operand's shape as it appears inside the (possibly batched) product.
 fn batch_shape(t: &Tensor, g: &Tensor) -> Shape {
-    if g.rank() == 3 && t.rank() == 2 { [1, t.dims()[0], t.dims()[1]].into() } else { t.shape().clone() }
+    if g.rank() == 3 && t.rank() == 2 {
+        [1, t.sizes()[0], t.sizes()[1]].into()
+    } else {
+        t.shape_ref().clone()
+    }
 }

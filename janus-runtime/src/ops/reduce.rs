@@ -25,20 +25,30 @@ fn reduced_shape(shape: &[usize], dims: &[usize], keepdim: bool) -> Shape {
 #[track_caller]
 pub(crate) fn infer_sum(p: &Sum, x: &Tensor) -> TensorType {
     if !x.dtype().is_float() {
-        bail!("sum", "expected a float tensor, got {} {:?} (convert with to_dtype)", x.dtype(), x.shape());
+        bail!(
+            "sum",
+            "expected a float tensor, got {} {:?} (convert with to_dtype)",
+            x.dtype(),
+            x.shape_ref()
+        );
     }
-    TensorType { shape: reduced_shape(x.dims(), &p.dims, p.keepdim), dtype: x.dtype() }
+    TensorType { shape: reduced_shape(x.sizes(), &p.dims, p.keepdim), dtype: x.dtype() }
 }
 
 #[track_caller]
 pub(crate) fn infer_reduce_dim(op: &str, p: &ReduceDim, x: &Tensor, dtype: DType) -> TensorType {
     if !x.dtype().is_float() {
-        bail!(op, "expected a float tensor, got {} {:?}", x.dtype(), x.shape());
+        bail!(op, "expected a float tensor, got {} {:?}", x.dtype(), x.shape_ref());
     }
-    if x.dims()[p.dim] == 0 && op != "logsumexp" {
-        bail!(op, "reduction over the empty dimension {} of shape {:?} has no identity", p.dim, x.shape());
+    if x.sizes()[p.dim] == 0 && op != "logsumexp" {
+        bail!(
+            op,
+            "reduction over the empty dimension {} of shape {:?} has no identity",
+            p.dim,
+            x.shape_ref()
+        );
     }
-    TensorType { shape: reduced_shape(x.dims(), &[p.dim], p.keepdim), dtype }
+    TensorType { shape: reduced_shape(x.sizes(), &[p.dim], p.keepdim), dtype }
 }
 
 fn wrap<T: Stored>(v: Vec<T>, shape: &Shape) -> Data {
@@ -49,8 +59,8 @@ pub(crate) fn sum(p: &Sum, x: &Tensor, ty: &TensorType) -> Data {
     with_float_type!(x.dtype(), T => {
         // Straight from the operand's layout, no contiguous copy first (see `sum_dims`).
         let reduce: Vec<bool> = (0..x.rank()).map(|d| p.dims.contains(&d)).collect();
-        let mut out = vec![T::ZERO; ty.shape.numel()];
-        janus_kernels::strided::sum_dims(x.dims(), x.src::<T>(), &reduce, &mut out);
+        let mut out = vec![T::ZERO; ty.shape.elems()];
+        janus_kernels::strided::sum_dims(x.sizes(), x.src::<T>(), &reduce, &mut out);
         wrap(out, &ty.shape)
     }, _ => unreachable!("rejected by the shape rule"))
 }
@@ -62,8 +72,8 @@ fn along<T: Float, O: Stored + Clone + Default>(
     f: fn(&[T], ReduceDims, &mut [O]),
 ) -> Data {
     let src = x.contiguous_slice::<T>();
-    let mut out = vec![O::default(); ty.shape.numel()];
-    f(&src, ReduceDims::new(x.dims(), p.dim), &mut out);
+    let mut out = vec![O::default(); ty.shape.elems()];
+    f(&src, ReduceDims::new(x.sizes(), p.dim), &mut out);
     wrap(out, &ty.shape)
 }
 
@@ -86,10 +96,10 @@ pub(crate) fn logsumexp(p: &ReduceDim, x: &Tensor, ty: &TensorType) -> Data {
 pub(crate) fn softmax(p: &Axis, x: &Tensor, log: bool) -> Data {
     with_float_type!(x.dtype(), T => {
         let src = x.contiguous_slice::<T>();
-        let mut out = vec![T::ZERO; x.numel()];
-        let d = ReduceDims::new(x.dims(), p.dim);
+        let mut out = vec![T::ZERO; x.elems()];
+        let d = ReduceDims::new(x.sizes(), p.dim);
         if log { k::log_softmax(&src, d, &mut out) } else { k::softmax(&src, d, &mut out) }
-        wrap(out, x.shape())
+        wrap(out, x.shape_ref())
     }, _ => unreachable!())
 }
 
@@ -97,8 +107,8 @@ pub(crate) fn softmax(p: &Axis, x: &Tensor, log: bool) -> Data {
 
 /// `g` with the reduced dimensions restored as size 1, broadcast back over `x`.
 fn expand_back(g: &Tensor, x: &Tensor, dims: &[usize]) -> Tensor {
-    let kept = reduced_shape(x.dims(), dims, true);
-    g.reshape(&kept).broadcast_to(x.shape())
+    let kept = reduced_shape(x.sizes(), dims, true);
+    g.reshape(&kept).broadcast_to(x.shape_ref())
 }
 
 pub(crate) fn sum_vjp(x: &Tensor, g: &Tensor, op: &Op) -> Tensor {

@@ -14,15 +14,15 @@ pub(crate) fn infer_permute(p: &Permute, x: &Tensor) -> TensorType {
     let mut seen = vec![false; r];
     let valid = p.perm.len() == r && p.perm.iter().all(|&d| d < r && !std::mem::replace(&mut seen[d], true));
     if !valid {
-        bail!("permute", "{:?} is not a permutation of the {} dimensions of {:?}", p.perm, r, x.shape());
+        bail!("permute", "{:?} is not a permutation of the {} dimensions of {:?}", p.perm, r, x.shape_ref());
     }
-    let shape = Shape(p.perm.iter().map(|&d| x.dims()[d]).collect());
+    let shape = Shape(p.perm.iter().map(|&d| x.sizes()[d]).collect());
     TensorType { shape, dtype: x.dtype() }
 }
 
 #[track_caller]
 pub(crate) fn infer_narrow(p: &Narrow, x: &Tensor) -> TensorType {
-    let size = x.dims()[p.dim];
+    let size = x.sizes()[p.dim];
     if p.start + p.len > size {
         bail!(
             "narrow",
@@ -30,48 +30,48 @@ pub(crate) fn infer_narrow(p: &Narrow, x: &Tensor) -> TensorType {
             p.start,
             p.start + p.len,
             p.dim,
-            x.shape()
+            x.shape_ref()
         );
     }
-    let mut shape = x.shape().clone();
+    let mut shape = x.shape_ref().clone();
     shape.0[p.dim] = p.len;
     TensorType { shape, dtype: x.dtype() }
 }
 
 pub(crate) fn infer_pad(p: &Pad, x: &Tensor) -> TensorType {
-    let mut shape = x.shape().clone();
+    let mut shape = x.shape_ref().clone();
     shape.0[p.dim] += p.before + p.after;
     TensorType { shape, dtype: x.dtype() }
 }
 
 #[track_caller]
 pub(crate) fn infer_broadcast_to(p: &BroadcastTo, x: &Tensor) -> TensorType {
-    match broadcast_shapes(x.dims(), &p.shape) {
+    match broadcast_shapes(x.sizes(), &p.shape) {
         Some(s) if s == p.shape => TensorType { shape: s, dtype: x.dtype() },
-        _ => bail!("broadcast_to", "cannot broadcast {:?} to {:?}", x.shape(), p.shape),
+        _ => bail!("broadcast_to", "cannot broadcast {:?} to {:?}", x.shape_ref(), p.shape),
     }
 }
 
 #[track_caller]
 pub(crate) fn infer_cat(p: &Axis, xs: &[&Tensor]) -> TensorType {
     let Some(first) = xs.first() else { bail!("cat", "needs at least one tensor") };
-    let mut shape = first.shape().clone();
+    let mut shape = first.shape_ref().clone();
     shape.0[p.dim] = 0;
     for t in xs {
         let same_rest = t.rank() == first.rank()
-            && t.dims().iter().zip(first.dims()).enumerate().all(|(i, (a, b))| i == p.dim || a == b);
+            && t.sizes().iter().zip(first.sizes()).enumerate().all(|(i, (a, b))| i == p.dim || a == b);
         if !same_rest || t.dtype() != first.dtype() {
             bail!(
                 "cat",
                 "tensors must agree in dtype and in every dimension but {}: {} {:?} vs {} {:?}",
                 p.dim,
                 first.dtype(),
-                first.shape(),
+                first.shape_ref(),
                 t.dtype(),
-                t.shape()
+                t.shape_ref()
             );
         }
-        shape.0[p.dim] += t.dims()[p.dim];
+        shape.0[p.dim] += t.sizes()[p.dim];
     }
     TensorType { shape, dtype: first.dtype() }
 }
@@ -119,9 +119,9 @@ fn place<T: Copy + Default>(
 }
 
 pub(crate) fn pad(p: &Pad, x: &Tensor, ty: &TensorType) -> Data {
-    let outer = x.dims()[..p.dim].iter().product();
-    let inner = x.dims()[p.dim + 1..].iter().product();
-    let n = x.dims()[p.dim];
+    let outer = x.sizes()[..p.dim].iter().product();
+    let inner = x.sizes()[p.dim + 1..].iter().product();
+    let n = x.sizes()[p.dim];
     with_any_type!(x.dtype(), T => {
         let src = x.contiguous_slice::<T>();
         Data::contiguous(T::wrap(place(&[(&src, n, p.before)], outer, inner, ty.shape[p.dim])), &ty.shape)
@@ -138,7 +138,7 @@ pub(crate) fn cat(p: &Axis, xs: &[&Tensor], ty: &TensorType) -> Data {
             .iter()
             .zip(xs)
             .map(|(s, t)| {
-                let n = t.dims()[p.dim];
+                let n = t.sizes()[p.dim];
                 at += n;
                 (&s[..], n, at - n)
             })
@@ -156,7 +156,7 @@ pub(crate) fn permute_vjp(p: &Permute, g: &Tensor) -> Tensor {
 }
 
 pub(crate) fn narrow_vjp(p: &Narrow, x: &Tensor, g: &Tensor) -> Tensor {
-    let after = x.dims()[p.dim] - p.start - p.len;
+    let after = x.sizes()[p.dim] - p.start - p.len;
     g.pad_dim(p.dim, p.start, after)
 }
 
@@ -164,7 +164,7 @@ pub(crate) fn cat_vjp(p: &Axis, xs: &[Tensor], g: &Tensor) -> Vec<Option<Tensor>
     let mut at = 0;
     xs.iter()
         .map(|t| {
-            let n = t.dims()[p.dim];
+            let n = t.sizes()[p.dim];
             at += n;
             t.needs_grad().then(|| g.narrow(p.dim, at - n, n))
         })

@@ -24,9 +24,9 @@ pub struct ArgSort {
 #[track_caller]
 pub(crate) fn infer_argsort(p: &ArgSort, x: &Tensor) -> TensorType {
     if p.dim >= x.rank().max(1) {
-        bail!("argsort", "dim {} is out of range for a tensor of shape {:?}", p.dim, x.shape());
+        bail!("argsort", "dim {} is out of range for a tensor of shape {:?}", p.dim, x.shape_ref());
     }
-    TensorType { shape: x.shape().clone(), dtype: DType::I64 }
+    TensorType { shape: x.shape_ref().clone(), dtype: DType::I64 }
 }
 
 /// PyTorch's order: NaN above everything, equal values (and `-0.0 == 0.0`) keep their order.
@@ -47,9 +47,9 @@ const PARALLEL_MIN: usize = 1 << 14;
 
 fn argsort_typed<T: Element>(p: &ArgSort, x: &Tensor) -> Vec<i64> {
     let v = x.contiguous_slice::<T>();
-    let dims = if x.rank() == 0 { vec![1] } else { x.dims().to_vec() };
+    let dims = if x.rank() == 0 { vec![1] } else { x.sizes().to_vec() };
     let d = ReduceDims::new(&dims, p.dim.min(dims.len() - 1));
-    let mut out = vec![0i64; x.numel()];
+    let mut out = vec![0i64; x.elems()];
     let block = (d.n * d.inner).max(1);
     let sort_block = |(o, dst): (usize, &mut [i64])| {
         let mut order: Vec<usize> = (0..d.n).collect();
@@ -66,7 +66,7 @@ fn argsort_typed<T: Element>(p: &ArgSort, x: &Tensor) -> Vec<i64> {
             }
         }
     };
-    if x.numel() >= PARALLEL_MIN && janus_kernels::parallel::allowed() {
+    if x.elems() >= PARALLEL_MIN && janus_kernels::parallel::allowed() {
         out.par_chunks_mut(block).enumerate().for_each(sort_block);
     } else {
         out.chunks_mut(block).enumerate().for_each(sort_block);
@@ -77,5 +77,5 @@ fn argsort_typed<T: Element>(p: &ArgSort, x: &Tensor) -> Vec<i64> {
 /// The CPU kernel: each lane's sorting permutation.
 pub(crate) fn argsort(p: &ArgSort, x: &Tensor) -> Data {
     let idx = with_any_type!(x.dtype(), T => argsort_typed::<T>(p, x));
-    Data::contiguous(i64::wrap(idx), x.shape())
+    Data::contiguous(i64::wrap(idx), x.shape_ref())
 }

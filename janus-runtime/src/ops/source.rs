@@ -12,7 +12,7 @@ use janus_kernels::philox;
 use janus_kernels::{CpuBuffer, with_float_type};
 
 pub(crate) fn full(p: &Full) -> Data {
-    Data::contiguous(CpuBuffer::filled(p.dtype, p.shape.numel(), p.value.get()), &p.shape)
+    Data::contiguous(CpuBuffer::filled(p.dtype, p.shape.elems(), p.value.get()), &p.shape)
 }
 
 pub(crate) fn arange(p: &Arange) -> Data {
@@ -28,7 +28,7 @@ pub(crate) fn stream_state(state: &Tensor) -> (u64, u64) {
 pub(crate) fn rand(p: &RandFill, state: &Tensor, normal: bool) -> Data {
     let (key, counter) = stream_state(state);
     with_float_type!(p.dtype, T => {
-        let mut out = vec![0 as T; p.shape.numel()];
+        let mut out = vec![0 as T; p.shape.elems()];
         if normal {
             philox::fill_normal(key, counter, &mut out);
         } else {
@@ -40,29 +40,33 @@ pub(crate) fn rand(p: &RandFill, state: &Tensor, normal: bool) -> Data {
 
 #[track_caller]
 pub(crate) fn infer_multinomial(probs: &Tensor) -> TensorType {
-    if !probs.dtype().is_float() || !(1..=2).contains(&probs.rank()) || probs.dims()[probs.rank() - 1] == 0 {
+    if !probs.dtype().is_float() || !(1..=2).contains(&probs.rank()) || probs.sizes()[probs.rank() - 1] == 0 {
         bail!(
             "multinomial",
             "expected a non-empty 1-D or 2-D float tensor of weights, got {} {:?}",
             probs.dtype(),
-            probs.shape()
+            probs.shape_ref()
         );
     }
-    let shape: Shape = if probs.rank() == 2 { [probs.dims()[0]].into() } else { Shape::scalar() };
+    let shape: Shape = if probs.rank() == 2 { [probs.sizes()[0]].into() } else { Shape::scalar() };
     TensorType { shape, dtype: DType::I64 }
 }
 
 #[track_caller]
 pub(crate) fn multinomial(probs: &Tensor, state: &Tensor) -> Data {
     let (key, counter) = stream_state(state);
-    let cols = probs.dims()[probs.rank() - 1];
-    let rows = probs.numel() / cols;
+    let cols = probs.sizes()[probs.rank() - 1];
+    let rows = probs.elems() / cols;
     let mut out = vec![0i64; rows];
     let res = with_float_type!(probs.dtype(), T => {
         philox::multinomial(&probs.contiguous_slice::<T>(), cols, key, counter, &mut out)
     }, _ => unreachable!());
     if let Err(row) = res {
-        bail!("multinomial", "row {row} of {:?} has negative, non-finite or all-zero weights", probs.shape());
+        bail!(
+            "multinomial",
+            "row {row} of {:?} has negative, non-finite or all-zero weights",
+            probs.shape_ref()
+        );
     }
     let shape: Shape = if probs.rank() == 2 { [rows].into() } else { Shape::scalar() };
     Data::contiguous(CpuBuffer::I64(out), &shape)

@@ -109,7 +109,7 @@ pub(crate) fn hyper_tensor<S: DynamicScalar>(what: &str, value: S) -> Tensor {
             what,
             "expected a float scalar, got a {:?} tensor of shape {:?}",
             t.dtype(),
-            t.dims()
+            t.sizes()
         );
     }
     t.to_dtype(DType::F64)

@@ -19,7 +19,7 @@ fn is_source(op: &Op) -> bool {
 
 /// The node replacing a folded value: a fill when all elements are equal, else literal data.
 fn constant_node(t: &Tensor, span: Option<&'static std::panic::Location<'static>>) -> Node {
-    let ty = crate::ops::TensorType { shape: t.shape().clone(), dtype: t.dtype() };
+    let ty = crate::ops::TensorType { shape: t.shape_ref().clone(), dtype: t.dtype() };
     // A fill stores its value as an `f64`: `i64` values are compared natively and must survive
     // the round trip.
     let uniform = if t.dtype() == DType::I64 {
@@ -55,7 +55,7 @@ pub(crate) fn run(g: Graph, stats: &mut PassStats) -> Graph {
     let mut folded = 0;
     for i in 0..g.nodes.len() {
         let node = &g.nodes[i];
-        let small = node.ty.shape.numel() <= FOLD_LIMIT;
+        let small = node.ty.shape.elems() <= FOLD_LIMIT;
         if let NodeOp::Op(op) = &node.op
             && small
         {

@@ -38,18 +38,18 @@ fn worth_flipping(g: &Graph, rhs: &HashSet<usize>) -> HashSet<usize> {
         for (k, a) in n.inputs.iter().enumerate() {
             let Some(total) = lhs_elems.get_mut(&a.index()) else { continue };
             let plain = matches!(n.op, NodeOp::Op(Op::MatMul)) && k == 1 && n.ty.shape.rank() == 2;
-            *total = total.filter(|_| plain).map(|t| t + g.node(n.inputs[0]).ty.shape.numel());
+            *total = total.filter(|_| plain).map(|t| t + g.node(n.inputs[0]).ty.shape.elems());
         }
     }
     lhs_elems
         .into_iter()
-        .filter(|&(t, total)| total.is_some_and(|e| 2 * e < g.nodes[t].ty.shape.numel()))
+        .filter(|&(t, total)| total.is_some_and(|e| 2 * e < g.nodes[t].ty.shape.elems()))
         .map(|(t, _)| t)
         .collect()
 }
 
 fn transposed(ty: &TensorType) -> TensorType {
-    let d = ty.shape.dims();
+    let d = ty.shape.sizes();
     TensorType { shape: [d[1], d[0]].into(), dtype: ty.dtype }
 }
 
@@ -137,7 +137,7 @@ mod tests {
         assert_eq!((s.get("layout.flipped"), s.get("layout.dense_rhs")), (1, 0), "{out}");
         let copies: Vec<_> = out.nodes.iter().filter(|n| n.op.name() == "reshape").collect();
         assert_eq!(copies.len(), 1, "{out}");
-        assert_eq!(copies[0].ty.shape.dims(), [50, 4], "the copy is of the small operand: {out}");
+        assert_eq!(copies[0].ty.shape.sizes(), [50, 4], "the copy is of the small operand: {out}");
         // A small transposed operand is still copied, not flipped.
         let g = trace(&[Tensor::ones([30, 50]), Tensor::ones([4, 50])], |x| vec![x[0].matmul(&x[1].t())]);
         let mut s = PassStats::default();

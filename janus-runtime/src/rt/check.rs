@@ -70,7 +70,7 @@ pub(crate) fn due(mode: Mode, n: u64) -> Option<Policy> {
 /// Max error of `got` against `want`, relative to `want`'s largest finite magnitude (at least
 /// 1e-3); NaN must match NaN and infinities exactly.
 pub(crate) fn mismatch(got: &Tensor, want: &Tensor) -> Option<f64> {
-    if got.dims() != want.dims() || got.dtype() != want.dtype() {
+    if got.sizes() != want.sizes() || got.dtype() != want.dtype() {
         return Some(f64::INFINITY);
     }
     let (g, w) = (got.to_vec::<f64>(), want.to_vec::<f64>());
@@ -102,7 +102,7 @@ pub(crate) fn grad_mismatch(got: &Tensor, want: &Tensor) -> Option<f64> {
 /// drawn without touching the random stream: a checked call leaves the stream as a replay does.
 pub(crate) fn cotangent(like: &Tensor, k: usize) -> Tensor {
     let mut s = 0x9e37_79b9_7f4a_7c15u64 ^ (k as u64).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    let values: Vec<f64> = (0..like.numel())
+    let values: Vec<f64> = (0..like.elems())
         .map(|_| {
             s ^= s << 13;
             s ^= s >> 7;
@@ -110,7 +110,7 @@ pub(crate) fn cotangent(like: &Tensor, k: usize) -> Tensor {
             (s >> 11) as f64 / (1u64 << 52) as f64 - 1.0
         })
         .collect();
-    Tensor::from_vec(values, like.dims().to_vec()).to_dtype(like.dtype()).to_device(like.device())
+    Tensor::from_vec(values, like.sizes().to_vec()).to_dtype(like.dtype()).to_device(like.device())
 }
 
 /// The name of each distinct input leaf of a call, as the check reports it: `x`, `m[2]` for a
@@ -140,7 +140,7 @@ pub(crate) fn compare(
         if let Some(err) = mismatch(got, want) {
             return Some(format!(
                 "output `{name}` (leaf {k}, {:?} {}) has max relative error {err:e}",
-                want.shape(),
+                want.shape_ref(),
                 want.dtype()
             ));
         }

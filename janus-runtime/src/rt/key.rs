@@ -91,7 +91,7 @@ fn leaf_words(t: &Tensor, w: &mut Vec<u64>) {
         crate::Device::Cuda(n) => n as u64 + 1,
     };
     w.push(t.dtype() as u64 | (flags << 8) | ((t.rank() as u64) << 16) | (device << 24));
-    w.extend(t.dims().iter().map(|&d| d as u64));
+    w.extend(t.sizes().iter().map(|&d| d as u64));
 }
 
 /// The leaves of a key's inputs, in order, with `Grads` entries resolved to the input leaves they
@@ -164,6 +164,23 @@ pub(crate) fn build(
         words.push(first as u64);
     }
     Key { words, names, instance }
+}
+
+/// `key` with its leaves' dimension sizes zeroed (ranks kept): what keys that differ only in
+/// sizes share, so a shape-polymorphic variant can serve them. `leaves` are the key's leaves.
+pub(crate) fn erase_dims(key: &Key, leaves: &[Tensor]) -> Key {
+    let mut k = key.clone();
+    let tail: usize = leaves.iter().map(|t| t.rank() + 2).sum();
+    let mut i = k.words.len() - tail;
+    for t in leaves {
+        i += 1; // the leaf's dtype, flags, rank and device
+        for _ in 0..t.rank() {
+            k.words[i] = 0;
+            i += 1;
+        }
+        i += 1; // its alias class
+    }
+    k
 }
 
 thread_local! {

@@ -75,7 +75,7 @@ pub enum Cmp {
 #[doc(hidden)]
 #[track_caller]
 pub fn item_cmp(t: &Tensor, op: Cmp, rhs: f64, f64_read: bool) -> bool {
-    if t.numel() != 1 {
+    if t.elems() != 1 {
         t.item(); // the usual panic, naming the shape and the caller
     }
     let v = t.to_dtype(if f64_read { crate::DType::F64 } else { crate::DType::F32 });

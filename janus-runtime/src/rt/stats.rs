@@ -20,6 +20,9 @@ pub(crate) struct Counters {
     pub(crate) traces: AtomicU64,
     pub(crate) compiles: AtomicU64,
     pub(crate) compile_us: AtomicU64,
+    /// Instances of generic variants made, and the microseconds spent making them.
+    pub(crate) instances: AtomicU64,
+    pub(crate) instance_us: AtomicU64,
     pub(crate) check_us: AtomicU64,
     pub(crate) divergences: AtomicU64,
     /// Failed speculations: asserts that did not hold, paths that changed while profiling.
@@ -63,6 +66,8 @@ impl Counters {
             &self.traces,
             &self.compiles,
             &self.compile_us,
+            &self.instances,
+            &self.instance_us,
             &self.check_us,
             &self.divergences,
             &self.assert_failures,
@@ -116,6 +121,13 @@ pub struct FragmentStats {
     pub compiles: u64,
     /// Milliseconds spent optimising and compiling.
     pub compile_ms: f64,
+    /// Instances of a shape-polymorphic variant made for new sizes (not counted in
+    /// `compiles`: no recording, derivation or optimisation ran for them).
+    pub instances: u64,
+    /// Milliseconds spent making instances (filling in sizes, verifying, lowering).
+    pub instance_ms: f64,
+    /// Which input dims the block's graphs are generalised over, or why they are not.
+    pub dynamic_dims: Option<String>,
     /// Replays also checked against eager execution (check mode, `JANUS_CHECK_EVERY`, and the
     /// sampled self-check).
     pub checks: u64,
@@ -213,6 +225,8 @@ impl FragmentStats {
             traces: self.traces.saturating_sub(earlier.traces),
             compiles: self.compiles.saturating_sub(earlier.compiles),
             compile_ms: (self.compile_ms - earlier.compile_ms).max(0.0),
+            instances: self.instances.saturating_sub(earlier.instances),
+            instance_ms: (self.instance_ms - earlier.instance_ms).max(0.0),
             checks: self.checks.saturating_sub(earlier.checks),
             check_ms: (self.check_ms - earlier.check_ms).max(0.0),
             divergences: self.divergences.saturating_sub(earlier.divergences),
@@ -223,6 +237,7 @@ impl FragmentStats {
             staged_ops: self.staged_ops.saturating_sub(earlier.staged_ops),
             staged_backward_ops: self.staged_backward_ops.saturating_sub(earlier.staged_backward_ops),
             eager_ops: delta(&self.eager_ops, &earlier.eager_ops),
+            dynamic_dims: self.dynamic_dims.clone(),
             keys: self.keys.clone(),
         }
     }
@@ -443,6 +458,9 @@ pub fn explain() -> String {
             f.eager_ops.values().sum::<u64>(),
             reasons.join("; ")
         );
+        if let Some(d) = &f.dynamic_dims {
+            let _ = writeln!(out, "    sizes: {d}; {} instance(s) in {:.2} ms", f.instances, f.instance_ms);
+        }
         for (k, key) in f.keys.iter().enumerate() {
             let status = match &key.not_speculated {
                 None => format!("one graph, {} assert(s): {} hits", key.asserts, key.hits),

@@ -153,6 +153,10 @@ pub struct Recording {
     asserts: Vec<(NodeId, bool)>,
     /// The host decisions taken (`if` and `while` conditions), in order: the path.
     path: Vec<Decision>,
+    /// The first place the statements read a tensor's dims (`dims()`, `shape()`, `numel()`),
+    /// if they did: a size that reached host code, which a shape-polymorphic graph cannot
+    /// follow.
+    shape_read: Option<&'static Location<'static>>,
 }
 
 impl Recording {
@@ -172,6 +176,7 @@ impl Recording {
             speculative: false,
             asserts: Vec::new(),
             path: Vec::new(),
+            shape_read: None,
         }
     }
 
@@ -277,12 +282,12 @@ fn record_op(
                     args.push(n);
                 }
                 None => {
-                    r.mark(Unusable::Unregistered { op: op.name(), shape: t.shape().clone(), at });
+                    r.mark(Unusable::Unregistered { op: op.name(), shape: t.shape_ref().clone(), at });
                     return;
                 }
             }
         }
-        let ty = TensorType { shape: out.shape().clone(), dtype: out.dtype() };
+        let ty = TensorType { shape: out.shape_ref().clone(), dtype: out.dtype() };
         let id = r.builder.push(Node { op: NodeOp::Op(op.clone()), inputs: args, ty, span: Some(at) });
         let active = any_active && op.is_differentiable();
         r.set_active(id, active);
@@ -336,6 +341,14 @@ fn record_fresh_leaf(leaf: &Tensor, of: &Tensor) {
     });
 }
 
+/// Called when code outside the runtime reads a tensor's dims while a recording is active.
+#[cold]
+pub(crate) fn note_shape_read(at: &'static Location<'static>) {
+    with_top(|r| {
+        r.shape_read.get_or_insert(at);
+    });
+}
+
 /// Called by host reads (`item`, `to_vec`, `to_bool`).
 fn record_host_read(what: &'static str) {
     with_top(|r| r.mark(Unusable::HostRead { what }));
@@ -352,7 +365,7 @@ fn record_rng(state: &Tensor, blocks: u64) {
     with_top(|r| {
         let input = r.builder.rng_input();
         let offset = r.builder.consume_rng(blocks);
-        let ty = TensorType { shape: state.shape().clone(), dtype: state.dtype() };
+        let ty = TensorType { shape: state.shape_ref().clone(), dtype: state.dtype() };
         let mut inputs = SmallVec::new();
         inputs.push(input);
         let id = r.builder.push(Node { op: NodeOp::RngState { offset }, inputs, ty, span: None });
@@ -426,6 +439,8 @@ pub(crate) struct Finished {
     pub(crate) graph: Graph,
     pub(crate) asserts: Vec<bool>,
     pub(crate) path: Vec<Decision>,
+    /// Where the statements first read a tensor's dims, if they did.
+    pub(crate) shape_read: Option<&'static Location<'static>>,
 }
 
 pub use crate::recorder::Decision;
@@ -472,7 +487,7 @@ impl RecordingGuard {
     pub fn register_input(&self, t: &Tensor, name: impl Into<String>) {
         self.with(|r| {
             if r.node_of(t).is_none() {
-                let ty = TensorType { shape: t.shape().clone(), dtype: t.dtype() };
+                let ty = TensorType { shape: t.shape_ref().clone(), dtype: t.dtype() };
                 let id = r.builder.input(name, ty);
                 r.set_active(id, t.needs_grad() && t.dtype().is_float());
                 r.input_ids.insert(id, t.id());
@@ -525,7 +540,12 @@ impl RecordingGuard {
         }
         let expected = rec.asserts.iter().map(|a| a.1).collect();
         outs.extend(rec.asserts.iter().map(|a| a.0));
-        Ok(Finished { graph: rec.builder.finish(outs), asserts: expected, path: rec.path })
+        Ok(Finished {
+            graph: rec.builder.finish(outs),
+            asserts: expected,
+            path: rec.path,
+            shape_read: rec.shape_read,
+        })
     }
 
     fn pop(&mut self) -> Recording {

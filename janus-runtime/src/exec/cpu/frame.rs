@@ -113,7 +113,7 @@ impl<'a> Frame<'a> {
     /// `v`'s region as a dense slice for reading (the layout must be dense).
     pub(crate) fn dense<T: Element>(&self, v: &'a ValRef) -> &'a [T] {
         let s = self.src::<T>(v);
-        &s.data[v.offset..v.offset + v.shape.numel()]
+        &s.data[v.offset..v.offset + v.shape.elems()]
     }
 
     /// `v`'s elements for writing (arena or output values only, always dense: a whole value,
@@ -127,7 +127,7 @@ impl<'a> Frame<'a> {
             matches!(v.buf, BufRef::Arena(_) | BufRef::Output(_)),
             "only arena and output values are written"
         );
-        let n = v.shape.numel();
+        let n = v.shape.elems();
         assert!(v.offset + n <= v.len, "a written value lies inside its region");
         // SAFETY: the caller guarantees exclusive access; the elements lie inside the region of
         // `v.len` elements (checked above).
@@ -150,7 +150,7 @@ impl<'a> Frame<'a> {
                 Tensor::from_parts(v.shape.clone(), v.dtype, Some(data), Default::default())
             }
             None => janus_kernels::with_any_type!(v.dtype, T => {
-                let mut out = vec![T::default(); v.shape.numel()];
+                let mut out = vec![T::default(); v.shape.elems()];
                 janus_kernels::strided::copy(&v.shape, self.src::<T>(v), &mut out);
                 Tensor::from_buffer(janus_kernels::buffer::Stored::wrap(out), v.shape.clone())
             }),

@@ -183,5 +183,5 @@ fn dense_input(t: &Tensor) -> Tensor {
     let buf = janus_kernels::with_any_type!(t.dtype(), T => {
         janus_kernels::buffer::Stored::wrap(t.contiguous_slice::<T>().into_owned())
     });
-    Tensor::from_buffer(buf, t.shape().clone())
+    Tensor::from_buffer(buf, t.shape_ref().clone())
 }

@@ -4,7 +4,7 @@ use crate::exec::lower::{Lowered, Step, StepKind};
 
 /// What a step computes, as a table label.
 pub(crate) fn label(l: &Lowered, step: &Step) -> String {
-    let shape = |i: usize| l.vals[i].as_ref().map_or_else(String::new, |v| format!("{:?}", v.shape.dims()));
+    let shape = |i: usize| l.vals[i].as_ref().map_or_else(String::new, |v| format!("{:?}", v.shape.sizes()));
     match &step.kind {
         StepKind::Fused { prog, outputs, .. } => {
             format!("fused {} instrs -> {}", prog.program.instrs.len(), shape(outputs[0]))

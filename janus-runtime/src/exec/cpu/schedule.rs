@@ -21,7 +21,7 @@ pub(crate) struct Schedule {
 
 /// Rough cost of a step in element-operations.
 pub(crate) fn cost(l: &Lowered, kind: &StepKind) -> u64 {
-    let numel = |i: usize| l.vals[i].as_ref().map_or(0, |v| v.shape.numel()) as u64;
+    let numel = |i: usize| l.vals[i].as_ref().map_or(0, |v| v.shape.elems()) as u64;
     match kind {
         StepKind::MatMul { a, out, .. } => {
             let va = l.vals[*a].as_ref().unwrap();

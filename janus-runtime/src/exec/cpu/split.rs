@@ -83,7 +83,7 @@ impl Values<'_> {
     /// Rows of value `i` in its own layout.
     fn own(&mut self, i: usize, part: (usize, usize)) -> usize {
         let v = self.old.vals[i].as_ref().expect("operands and results have values");
-        let (dims, strides) = (SmallVec::<[usize; 6]>::from_slice(v.shape.dims()), v.strides.clone());
+        let (dims, strides) = (SmallVec::<[usize; 6]>::from_slice(v.shape.sizes()), v.strides.clone());
         self.rows(i, &dims, &strides, part)
     }
 }
@@ -95,9 +95,9 @@ fn halves(kind: &StepKind, v: &mut Values) -> Option<[StepKind; 2]> {
     let l = v.old;
     let val = |i: usize| l.vals[i].as_ref();
     let dense = |i: usize| val(i).is_some_and(|v| v.layout().is_dense());
-    let leads = |i: usize, lead: usize| val(i).is_some_and(|v| v.shape.dims().first() == Some(&lead));
+    let leads = |i: usize, lead: usize| val(i).is_some_and(|v| v.shape.sizes().first() == Some(&lead));
     let writes = kind.writes();
-    let lead = val(writes[0])?.shape.dims().first().copied()?;
+    let lead = val(writes[0])?.shape.sizes().first().copied()?;
     if lead < 2 || !writes.iter().all(|&w| dense(w) && leads(w, lead)) {
         return None;
     }
@@ -116,7 +116,7 @@ fn halves(kind: &StepKind, v: &mut Values) -> Option<[StepKind; 2]> {
                 return None;
             }
             let n = vo.shape[rank - 1];
-            let out_dims = SmallVec::<[usize; 6]>::from_slice(vo.shape.dims());
+            let out_dims = SmallVec::<[usize; 6]>::from_slice(vo.shape.sizes());
             let addend = c.map(|c| {
                 let vc = val(c).expect("addends have values");
                 // A bias row is the same for every result row: both halves read it whole.
@@ -133,10 +133,10 @@ fn halves(kind: &StepKind, v: &mut Values) -> Option<[StepKind; 2]> {
             })
         }
         StepKind::Fused { prog, inputs, outputs, reads } => {
-            if prog.shape.dims().first() != Some(&lead) {
+            if prog.shape.sizes().first() != Some(&lead) {
                 return None;
             }
-            let dims = SmallVec::<[usize; 6]>::from_slice(prog.shape.dims());
+            let dims = SmallVec::<[usize; 6]>::from_slice(prog.shape.sizes());
             cut.map(|part| {
                 let mut d = dims.clone();
                 d[0] = part.1;
@@ -183,7 +183,7 @@ mod tests {
     /// concatenations along columns feeding a GEMM, batched products, and steps that need
     /// every row (reductions over the batch, softmaxes).
     fn program(x: &[Tensor], choices: &[usize]) -> Vec<Tensor> {
-        let (r, c) = (x[0].dims()[0], x[0].dims()[1]);
+        let (r, c) = (x[0].sizes()[0], x[0].sizes()[1]);
         let mut vals = vec![x[0].clone(), x[4].clone()];
         for k in 0..choices.len() / 3 {
             let pick = |j: usize| vals[choices[3 * k + j] % vals.len()].clone();

@@ -21,7 +21,7 @@ pub(crate) fn broadcast_strides(v: &ValRef, out: &[usize]) -> Strides {
 /// Whether a GEMM's addend `vc` is one dense row of `n` values added to every result row (a
 /// bias): the product adds it in its closing pass, and a split step reads it whole.
 pub(crate) fn bias_row(vc: &ValRef, n: usize) -> bool {
-    vc.shape.numel() == n
+    vc.shape.elems() == n
         && vc.shape.iter().last().is_none_or(|&d| d == n)
         && vc.strides.last().is_none_or(|&s| s == 1 || n == 1)
 }
@@ -203,7 +203,7 @@ fn direct_step<'a>(
     if !inputs.iter().all(|&i| val(i).layout().is_dense()) {
         return false;
     }
-    let d = |v: &ValRef| v.shape.dims().to_vec();
+    let d = |v: &ValRef| v.shape.sizes().to_vec();
     let geometry = crate::ops::conv::window;
     with_float_type!(x.dtype, T => {
         // SAFETY: the result is disjoint from the operands (plan).

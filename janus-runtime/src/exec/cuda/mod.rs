@@ -177,7 +177,7 @@ impl CudaPlan {
 
     fn alloc_val(&self, l: &Lowered, node: usize) -> DeviceBuffer {
         let v = l.vals[node].as_ref().expect("value");
-        ok("executor", self.dev.ordinal, self.dev.alloc((v.shape.numel() * v.dtype.size_in_bytes()).max(1)))
+        ok("executor", self.dev.ordinal, self.dev.alloc((v.shape.elems() * v.dtype.size_in_bytes()).max(1)))
     }
 
     /// The output tensors: views of output buffers, inputs, constants or memos.
@@ -296,7 +296,7 @@ impl CudaPlan {
                         dev,
                         vo.dtype,
                         *normal,
-                        vo.shape.numel(),
+                        vo.shape.elems(),
                         b.dst(vo),
                         RngSource::Device(b.dst(val(*state))),
                     )?
@@ -304,7 +304,7 @@ impl CudaPlan {
                 StepKind::Multinomial { probs, state, out } => {
                     let vp = val(*probs);
                     let cols = vp.shape.iter().last().copied().unwrap_or(1);
-                    let rows = vp.shape.numel() / cols.max(1);
+                    let rows = vp.shape.elems() / cols.max(1);
                     ko::multinomial(
                         dev,
                         vp.dtype,
@@ -356,7 +356,7 @@ impl CudaPlan {
             if blas_layout(v.shape[rk - 2], v.shape[rk - 1], &o).is_some() {
                 return Ok(o);
             }
-            let buf = dev.alloc(v.shape.numel() * size)?;
+            let buf = dev.alloc(v.shape.elems() * size)?;
             let st = v.shape.contiguous_strides();
             ko::copy(
                 dev,

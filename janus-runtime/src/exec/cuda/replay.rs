@@ -56,7 +56,7 @@ impl CudaPlan {
         let e = |e: CudaError| e.to_string();
         let mut host_words = 0;
         for t in inputs.iter().filter(|t| t.device() == Device::Cpu) {
-            host_words += (t.numel() * t.dtype().size_in_bytes()).div_ceil(8);
+            host_words += (t.elems() * t.dtype().size_in_bytes()).div_ceil(8);
         }
         if host_words > STAGE_INLINE_WORDS {
             return Err(format!("host inputs need {host_words} words (limit {STAGE_INLINE_WORDS})"));
@@ -65,7 +65,7 @@ impl CudaPlan {
         let stage_out = table_size(l.output_bufs.len()).ok_or("too many outputs for a stage table")?;
         let stable_in: Vec<DeviceBuffer> = inputs
             .iter()
-            .map(|t| dev.alloc((t.numel() * t.dtype().size_in_bytes()).max(8)))
+            .map(|t| dev.alloc((t.elems() * t.dtype().size_in_bytes()).max(8)))
             .collect::<Result<_, _>>()
             .map_err(e)?;
         let outs: Vec<DeviceBuffer> = l
@@ -79,7 +79,7 @@ impl CudaPlan {
             .iter()
             .map(|&(_, src)| {
                 let v = l.vals[src].as_ref().expect("value");
-                dev.alloc((v.shape.numel() * v.dtype.size_in_bytes()).max(1))
+                dev.alloc((v.shape.elems() * v.dtype.size_in_bytes()).max(1))
             })
             .collect::<Result<_, _>>()
             .map_err(e)?;
@@ -151,7 +151,7 @@ impl CudaPlan {
         let mut entries = Vec::with_capacity(inputs.len());
         let mut inline: Vec<u64> = Vec::new();
         for (t, dst) in inputs.iter().zip(&r.inputs) {
-            let bytes = (t.numel() * t.dtype().size_in_bytes()) as u64;
+            let bytes = (t.elems() * t.dtype().size_in_bytes()) as u64;
             if t.device() == Device::Cpu {
                 let at = inline.len() as u64;
                 inline.extend(host_words(t));

@@ -23,26 +23,26 @@ const COSTLY_PAR: usize = PARALLEL_MIN_ELEMS / 4;
 #[track_caller]
 pub(crate) fn infer_float(op: &str, x: &Tensor) -> TensorType {
     if !x.dtype().is_float() {
-        bail!(op, "expected a float tensor, got {} {:?}", x.dtype(), x.shape());
+        bail!(op, "expected a float tensor, got {} {:?}", x.dtype(), x.shape_ref());
     }
-    TensorType { shape: x.shape().clone(), dtype: x.dtype() }
+    TensorType { shape: x.shape_ref().clone(), dtype: x.dtype() }
 }
 
 #[track_caller]
 pub(crate) fn infer_numeric(op: &str, x: &Tensor) -> TensorType {
     if x.dtype() == DType::Bool {
-        bail!(op, "expected a numeric tensor, got {} {:?}", x.dtype(), x.shape());
+        bail!(op, "expected a numeric tensor, got {} {:?}", x.dtype(), x.shape_ref());
     }
-    TensorType { shape: x.shape().clone(), dtype: x.dtype() }
+    TensorType { shape: x.shape_ref().clone(), dtype: x.dtype() }
 }
 
 #[track_caller]
 pub(crate) fn infer_unary(u: UnaryOp, x: &Tensor) -> TensorType {
     match u {
         UnaryOp::Not if x.dtype() != DType::Bool => {
-            bail!(u.name(), "expected a bool tensor, got {} {:?}", x.dtype(), x.shape())
+            bail!(u.name(), "expected a bool tensor, got {} {:?}", x.dtype(), x.shape_ref())
         }
-        UnaryOp::Not => TensorType { shape: x.shape().clone(), dtype: DType::Bool },
+        UnaryOp::Not => TensorType { shape: x.shape_ref().clone(), dtype: DType::Bool },
         UnaryOp::Neg | UnaryOp::Abs | UnaryOp::Square | UnaryOp::Sign | UnaryOp::Relu => {
             infer_numeric(u.name(), x)
         }
@@ -52,9 +52,9 @@ pub(crate) fn infer_unary(u: UnaryOp, x: &Tensor) -> TensorType {
 
 #[track_caller]
 fn broadcast(op: &str, a: &Tensor, b: &Tensor) -> Shape {
-    match broadcast_shapes(a.dims(), b.dims()) {
+    match broadcast_shapes(a.sizes(), b.sizes()) {
         Some(s) => s,
-        None => bail!(op, "shapes {:?} and {:?} cannot be broadcast together", a.shape(), b.shape()),
+        None => bail!(op, "shapes {:?} and {:?} cannot be broadcast together", a.shape_ref(), b.shape_ref()),
     }
 }
 
@@ -65,9 +65,9 @@ fn same_dtype(op: &str, a: &Tensor, b: &Tensor) {
             op,
             "dtype mismatch: {} {:?} and {} {:?} (convert one with to_dtype)",
             a.dtype(),
-            a.shape(),
+            a.shape_ref(),
             b.dtype(),
-            b.shape()
+            b.shape_ref()
         );
     }
 }
@@ -85,8 +85,8 @@ pub(crate) fn infer_binary(op: BinaryOp, a: &Tensor, b: &Tensor) -> TensorType {
             op.name(),
             "not defined for {} operands (shapes {:?} and {:?})",
             a.dtype(),
-            a.shape(),
-            b.shape()
+            a.shape_ref(),
+            b.shape_ref()
         );
     }
     TensorType { shape: broadcast(op.name(), a, b), dtype: a.dtype() }
@@ -96,7 +96,7 @@ pub(crate) fn infer_binary(op: BinaryOp, a: &Tensor, b: &Tensor) -> TensorType {
 pub(crate) fn infer_compare(op: CmpOp, a: &Tensor, b: &Tensor) -> TensorType {
     same_dtype(op.name(), a, b);
     if a.dtype() == DType::Bool && !matches!(op, CmpOp::Eq | CmpOp::Ne) {
-        bail!(op.name(), "ordering comparison of bool tensors {:?} and {:?}", a.shape(), b.shape());
+        bail!(op.name(), "ordering comparison of bool tensors {:?} and {:?}", a.shape_ref(), b.shape_ref());
     }
     TensorType { shape: broadcast(op.name(), a, b), dtype: DType::Bool }
 }
@@ -104,13 +104,13 @@ pub(crate) fn infer_compare(op: CmpOp, a: &Tensor, b: &Tensor) -> TensorType {
 #[track_caller]
 pub(crate) fn infer_where(c: &Tensor, a: &Tensor, b: &Tensor) -> TensorType {
     if c.dtype() != DType::Bool {
-        bail!("where_cond", "the condition must be a bool tensor, got {} {:?}", c.dtype(), c.shape());
+        bail!("where_cond", "the condition must be a bool tensor, got {} {:?}", c.dtype(), c.shape_ref());
     }
     same_dtype("where_cond", a, b);
     let ab = broadcast("where_cond", a, b);
-    match broadcast_shapes(c.dims(), &ab) {
+    match broadcast_shapes(c.sizes(), &ab) {
         Some(shape) => TensorType { shape, dtype: a.dtype() },
-        None => bail!("where_cond", "condition shape {:?} cannot be broadcast with {:?}", c.shape(), ab),
+        None => bail!("where_cond", "condition shape {:?} cannot be broadcast with {:?}", c.shape_ref(), ab),
     }
 }
 
@@ -132,8 +132,8 @@ fn finish<T: Stored>(out: Vec<T>, shape: &Shape) -> Data {
 
 /// Float unary ops through [`fused::unary`], one loop per op (a constant function each).
 fn unary_float<T: Float>(u: UnaryOp, x: &Tensor) -> Data {
-    let (shape, src) = (x.shape(), x.src::<T>());
-    let mut out = vec![T::ZERO; x.numel()];
+    let (shape, src) = (x.shape_ref(), x.src::<T>());
+    let mut out = vec![T::ZERO; x.elems()];
     macro_rules! each {
         ($($op:ident: $par:expr),*) => {
             match u {
@@ -159,7 +159,7 @@ pub(crate) fn unary(u: UnaryOp, x: &Tensor) -> Data {
         DType::F32 => unary_float::<f32>(u, x),
         DType::F64 => unary_float::<f64>(u, x),
         DType::I64 => {
-            let mut out = vec![0i64; x.numel()];
+            let mut out = vec![0i64; x.elems()];
             let f: fn(i64) -> i64 = match u {
                 UnaryOp::Neg => |v| v.wrapping_neg(),
                 UnaryOp::Abs => |v| v.wrapping_abs(),
@@ -168,13 +168,13 @@ pub(crate) fn unary(u: UnaryOp, x: &Tensor) -> Data {
                 UnaryOp::Relu => |v| v.max(0),
                 _ => unreachable!("rejected by the shape rule"),
             };
-            map1(x.shape(), x.src::<i64>(), &mut out, PARALLEL_MIN_ELEMS, f);
-            finish(out, x.shape())
+            map1(x.shape_ref(), x.src::<i64>(), &mut out, PARALLEL_MIN_ELEMS, f);
+            finish(out, x.shape_ref())
         }
         DType::Bool => {
-            let mut out = vec![false; x.numel()];
-            map1(x.shape(), x.src::<bool>(), &mut out, PARALLEL_MIN_ELEMS, |v: bool| !v);
-            finish(out, x.shape())
+            let mut out = vec![false; x.elems()];
+            map1(x.shape_ref(), x.src::<bool>(), &mut out, PARALLEL_MIN_ELEMS, |v: bool| !v);
+            finish(out, x.shape_ref())
         }
     }
 }
@@ -182,9 +182,9 @@ pub(crate) fn unary(u: UnaryOp, x: &Tensor) -> Data {
 pub(crate) fn powf(p: &Powf, x: &Tensor) -> Data {
     with_float_type!(x.dtype(), T => {
         let e = T::from_f64(p.exponent.get());
-        let mut out = vec![T::ZERO; x.numel()];
-        map1(x.shape(), x.src::<T>(), &mut out, COSTLY_PAR, |v: T| v.powf(e));
-        finish(out, x.shape())
+        let mut out = vec![T::ZERO; x.elems()];
+        map1(x.shape_ref(), x.src::<T>(), &mut out, COSTLY_PAR, |v: T| v.powf(e));
+        finish(out, x.shape_ref())
     }, _ => unreachable!("rejected by the shape rule"))
 }
 
@@ -193,20 +193,20 @@ pub(crate) fn powf(p: &Powf, x: &Tensor) -> Data {
 pub(crate) fn clamp(p: &Clamp, x: &Tensor) -> Data {
     with_any_type!(x.dtype(), T => {
         let (lo, hi) = (T::from_f64(p.min.get()), T::from_f64(p.max.get()));
-        let mut out = vec![T::default(); x.numel()];
-        map1(x.shape(), x.src::<T>(), &mut out, PARALLEL_MIN_ELEMS, |v: T| {
+        let mut out = vec![T::default(); x.elems()];
+        map1(x.shape_ref(), x.src::<T>(), &mut out, PARALLEL_MIN_ELEMS, |v: T| {
             if v < lo { lo } else if v > hi { hi } else { v }
         });
-        finish(out, x.shape())
+        finish(out, x.shape_ref())
     })
 }
 
 pub(crate) fn cast(p: &Cast, x: &Tensor) -> Data {
     with_any_type!(x.dtype(), S => {
         with_any_type!(p.dtype, D => {
-            let mut out = vec![D::default(); x.numel()];
-            map1(x.shape(), x.src::<S>(), &mut out, PARALLEL_MIN_ELEMS, |v: S| D::from_f64(v.to_f64()));
-            finish(out, x.shape())
+            let mut out = vec![D::default(); x.elems()];
+            map1(x.shape_ref(), x.src::<S>(), &mut out, PARALLEL_MIN_ELEMS, |v: S| D::from_f64(v.to_f64()));
+            finish(out, x.shape_ref())
         })
     })
 }
@@ -218,7 +218,7 @@ fn binary_typed<T: Element, O: Stored + Copy + Send + Default>(
     f: impl Fn(T, T) -> O + Sync,
 ) -> Data {
     let (sa, sb) = (broadcast_strides(a, &ty.shape), broadcast_strides(b, &ty.shape));
-    let mut out = vec![O::default(); ty.shape.numel()];
+    let mut out = vec![O::default(); ty.shape.elems()];
     map2(&ty.shape, src_for::<T>(a, &sa), src_for::<T>(b, &sb), &mut out, PARALLEL_MIN_ELEMS, f);
     finish(out, &ty.shape)
 }
@@ -277,7 +277,7 @@ pub(crate) fn where_cond(c: &Tensor, a: &Tensor, b: &Tensor, ty: &TensorType) ->
     let (sc, sa, sb) =
         (broadcast_strides(c, &ty.shape), broadcast_strides(a, &ty.shape), broadcast_strides(b, &ty.shape));
     with_any_type!(a.dtype(), T => {
-        let mut out = vec![T::default(); ty.shape.numel()];
+        let mut out = vec![T::default(); ty.shape.elems()];
         map3(
             &ty.shape,
             src_for::<bool>(c, &sc),

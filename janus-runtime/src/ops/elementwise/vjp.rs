@@ -8,13 +8,13 @@ use janus_kernels::fused;
 
 /// Sums a broadcast gradient back down to `shape` (the adjoint of broadcasting).
 pub(crate) fn sum_to(g: &Tensor, shape: &Shape) -> Tensor {
-    if g.shape() == shape {
+    if g.shape_ref() == shape {
         return g.clone();
     }
     let lead = g.rank() - shape.rank();
     let mut dims: Vec<usize> = (0..lead).collect();
     for (i, &d) in shape.iter().enumerate() {
-        if d == 1 && g.dims()[lead + i] != 1 {
+        if d == 1 && g.sizes()[lead + i] != 1 {
             dims.push(lead + i);
         }
     }
@@ -91,8 +91,8 @@ pub(crate) fn binary_vjp(
     g: &Tensor,
 ) -> Vec<Option<Tensor>> {
     let (na, nb) = (a.needs_grad(), b.needs_grad());
-    let ga = |f: &dyn Fn() -> Tensor| na.then(|| sum_to(&f(), a.shape()));
-    let gb = |f: &dyn Fn() -> Tensor| nb.then(|| sum_to(&f(), b.shape()));
+    let ga = |f: &dyn Fn() -> Tensor| na.then(|| sum_to(&f(), a.shape_ref()));
+    let gb = |f: &dyn Fn() -> Tensor| nb.then(|| sum_to(&f(), b.shape_ref()));
     match op {
         BinaryOp::Add => vec![ga(&|| g.clone()), gb(&|| g.clone())],
         BinaryOp::Sub => vec![ga(&|| g.clone()), gb(&|| -g)],
@@ -116,7 +116,7 @@ pub(crate) fn where_vjp(c: &Tensor, a: &Tensor, b: &Tensor, g: &Tensor) -> Vec<O
     let zero = Tensor::scalar_dtype(0.0, g.dtype());
     vec![
         None,
-        a.needs_grad().then(|| sum_to(&c.where_cond(g, &zero), a.shape())),
-        b.needs_grad().then(|| sum_to(&c.where_cond(&zero, g), b.shape())),
+        a.needs_grad().then(|| sum_to(&c.where_cond(g, &zero), a.shape_ref())),
+        b.needs_grad().then(|| sum_to(&c.where_cond(&zero, g), b.shape_ref())),
     ]
 }

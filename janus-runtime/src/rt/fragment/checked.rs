@@ -151,7 +151,7 @@ fn compare_gradients(run: &CheckRun, eager: &[(&'static str, &Tensor)]) -> Optio
             return Some(format!(
                 "the gradient of input `{name}` ({:?} {}) from the compiled backward has max relative \
                  error {err:e} against eager's (same cotangents on every output)",
-                t.shape(),
+                t.shape_ref(),
                 t.dtype()
             ));
         }

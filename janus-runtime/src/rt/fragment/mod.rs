@@ -33,6 +33,7 @@ use std::time::Instant;
 
 mod checked;
 mod record;
+mod shapes;
 mod snapshot;
 
 use checked::{CheckRun, Checking};
@@ -69,6 +70,9 @@ pub struct Site {
     /// Failed speculations (an assert that did not hold, or a path that changed while
     /// profiling) after which a key stays on the fragment path.
     pub max_failures: u32,
+    /// Whether keys that differ only in leaf sizes share one shape-polymorphic variant once
+    /// two of them have compiled (see `shapes`).
+    pub dynamic_dims: bool,
 }
 
 /// A static block's dispatch state; one `static` per block in the generated code.
@@ -86,6 +90,12 @@ struct State {
     /// from the input types, which the instantiation fixes, so later calls of it skip probing.
     opaque_input: OnceLock<(Instance, String)>,
     counters: Counters,
+    /// Generic variants, by erased key (see `shapes`).
+    generic: RwLock<HashMap<Key, Arc<shapes::Shapes>>>,
+    /// Instances of generic variants, oldest first (they are not counted as keys).
+    instances: Mutex<VecDeque<(u64, Arc<Variant>)>>,
+    /// Why the block's variants did not generalise over sizes, if they tried and failed.
+    dims_note: Mutex<Option<String>>,
 }
 
 /// An input's name, constants and leaf shapes (to name the input that changes between keys).
@@ -100,6 +110,32 @@ struct Variant {
     profile: Mutex<Profile>,
     /// Failed speculations of this key so far (a restarted variant carries them over).
     failures: AtomicU64,
+    /// The key with its leaf sizes zeroed (what variants of one generic variant share).
+    erased: Key,
+    /// Each leaf's dims.
+    leaf_dims: Vec<Vec<usize>>,
+    /// An instance of a generic variant (not counted against `max_variants`).
+    instance: bool,
+    /// When it was made, among the fragment's variants.
+    seq: u64,
+}
+
+impl Variant {
+    fn new(key: Key, erased: Key, inputs: Vec<InputSignature>, leaves: &[Tensor]) -> Variant {
+        static SEQ: AtomicU64 = AtomicU64::new(0);
+        Variant {
+            key,
+            inputs,
+            staged: OnceLock::new(),
+            unstageable: OnceLock::new(),
+            profile: Mutex::new(Profile::default()),
+            failures: AtomicU64::new(0),
+            erased,
+            leaf_dims: leaves.iter().map(|t| t.sizes().to_vec()).collect(),
+            instance: false,
+            seq: SEQ.fetch_add(1, Ordering::Relaxed),
+        }
+    }
 }
 
 #[derive(Default)]
@@ -116,6 +152,8 @@ struct Recorded {
     /// What each asserted predicate (the graph's last outputs) must be, and the host path.
     asserts: Vec<bool>,
     path: Vec<crate::trace::Decision>,
+    /// Where the statements read a tensor's dims, if they did.
+    shape_read: Option<&'static std::panic::Location<'static>>,
 }
 
 /// A compiled variant.
@@ -126,6 +164,8 @@ struct Staged {
     asserts: Vec<bool>,
     /// The host decisions its recordings took (speculative variants).
     path: Vec<crate::trace::Decision>,
+    /// Where its recording's statements read a tensor's dims, if they did.
+    shape_read: Option<&'static std::panic::Location<'static>>,
     /// Replays so far, checked and panicked ones included (numbers the sampled checks).
     replays: AtomicU64,
     counts: ReplayCounts,
@@ -203,6 +243,9 @@ impl Fragment {
                 opaque: OnceLock::new(),
                 opaque_input: OnceLock::new(),
                 counters: Counters::default(),
+                generic: RwLock::new(HashMap::new()),
+                instances: Mutex::new(VecDeque::new()),
+                dims_note: Mutex::new(None),
             }
         })
     }
@@ -267,9 +310,12 @@ impl Fragment {
                 key::recycle(key);
                 v
             }
-            None => match self.insert(st, fp, key, &inputs) {
-                Ok(v) => v,
-                Err(why) => return plain(&why, EagerKind::VariantLimit),
+            None => match self.instance_for(st, fp, &key, &leaves, &inputs) {
+                Some(v) => v,
+                None => match self.insert(st, fp, key, &inputs, &leaves) {
+                    Ok(v) => v,
+                    Err(why) => return plain(&why, EagerKind::VariantLimit),
+                },
             },
         };
         if let Some(staged) = variant.staged.get()
@@ -339,15 +385,19 @@ impl Fragment {
     }
 
     /// A new key's variant, or the reason it runs eagerly (the variant limit).
-    fn insert(&self, st: &State, fp: u64, key: Key, inputs: &[Probed]) -> Result<Arc<Variant>, String> {
+    fn insert(
+        &self,
+        st: &State,
+        fp: u64,
+        key: Key,
+        inputs: &[Probed],
+        leaves: &[Tensor],
+    ) -> Result<Arc<Variant>, String> {
         let mut map = st.variants.write().unwrap();
         if let Some(v) = map.get(&fp).and_then(|vs| vs.iter().find(|v| v.key == key)) {
             return Ok(v.clone());
         }
-        let sig: Vec<_> = inputs
-            .iter()
-            .map(|p| (p.name, p.consts.clone(), p.leaves.iter().map(|t| t.dims().to_vec()).collect()))
-            .collect();
+        let sig = shapes::signature(inputs);
         if st.keys.load(Ordering::Relaxed) >= self.site.max_variants as u64 {
             // Name the input that changes, to point at the remedy.
             let churn = map
@@ -368,14 +418,8 @@ impl Fragment {
             });
         }
         st.keys.fetch_add(1, Ordering::Relaxed);
-        let v = Arc::new(Variant {
-            key,
-            inputs: sig,
-            staged: OnceLock::new(),
-            unstageable: OnceLock::new(),
-            profile: Mutex::new(Profile::default()),
-            failures: AtomicU64::new(0),
-        });
+        let erased = key::erase_dims(&key, leaves);
+        let v = Arc::new(Variant::new(key, erased, sig, leaves));
         map.entry(fp).or_default().push(v.clone());
         Ok(v)
     }
@@ -418,8 +462,14 @@ impl Scope {
                             history: false,
                             same_as: first + k,
                         }));
-                        let rec =
-                            Recorded { graph: f.graph, consts, kinds, asserts: f.asserts, path: f.path };
+                        let rec = Recorded {
+                            graph: f.graph,
+                            consts,
+                            kinds,
+                            asserts: f.asserts,
+                            path: f.path,
+                            shape_read: f.shape_read,
+                        };
                         frag.record_finished(&variant, &leaves, rec)
                     }
                     Err(why) => frag.unstageable(&variant, why.to_string()),

@@ -36,6 +36,10 @@ impl Fragment {
             unstageable: OnceLock::new(),
             profile: Mutex::new(Profile::default()),
             failures: AtomicU64::new(failures),
+            erased: v.erased.clone(),
+            leaf_dims: v.leaf_dims.clone(),
+            instance: v.instance,
+            seq: v.seq,
         });
         let mut map = st.variants.write().unwrap();
         if let Some(slot) = map.get_mut(&fp).and_then(|vs| vs.iter_mut().find(|x| Arc::ptr_eq(x, v))) {
@@ -144,10 +148,12 @@ impl Fragment {
                     consts: rec.consts,
                     asserts: rec.asserts,
                     path: rec.path,
+                    shape_read: rec.shape_read,
                     replays: AtomicU64::new(0),
                     counts: ReplayCounts::default(),
                     invalid: AtomicBool::new(false),
                 }));
+                self.generalise(st, v);
             }
             Err(e) => {
                 let msg = e
@@ -176,7 +182,7 @@ fn largest_used(g: &crate::graph::Graph) -> usize {
     let is_input = |n: &crate::graph::Node| matches!(n.op, crate::graph::NodeOp::Input(_));
     (g.nodes.iter().zip(&used))
         .filter(|(n, u)| **u || !is_input(n))
-        .map(|(n, _)| n.ty.shape.numel())
+        .map(|(n, _)| n.ty.shape.elems())
         .max()
         .unwrap_or(0)
 }

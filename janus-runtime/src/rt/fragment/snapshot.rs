@@ -30,6 +30,9 @@ impl Fragment {
             traces: c.traces.load(Ordering::Relaxed),
             compiles: c.compiles.load(Ordering::Relaxed),
             compile_ms: c.compile_us.load(Ordering::Relaxed) as f64 / 1e3,
+            instances: c.instances.load(Ordering::Relaxed),
+            instance_ms: c.instance_us.load(Ordering::Relaxed) as f64 / 1e3,
+            dynamic_dims: self.dims_summary(st),
             checks,
             check_ms: c.check_us.load(Ordering::Relaxed) as f64 / 1e3,
             divergences: c.divergences.load(Ordering::Relaxed),
@@ -48,6 +51,15 @@ impl Fragment {
                 .collect(),
             keys: if self.site.speculative { self.key_stats(st) } else { Vec::new() },
         }
+    }
+
+    /// What `FragmentStats::dynamic_dims` says: the generic variants, or why there is none.
+    fn dims_summary(&self, st: &State) -> Option<String> {
+        let generic = st.generic.read().unwrap();
+        if generic.is_empty() {
+            return st.dims_note.lock().unwrap().clone();
+        }
+        Some(generic.values().map(|g| g.describe.clone()).collect::<Vec<_>>().join("; "))
     }
 
     /// Per key of a whole-function fragment: its path, its graph's counts, or why it has none.

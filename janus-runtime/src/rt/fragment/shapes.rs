@@ -1,0 +1,294 @@
+//! Shape-polymorphic variants (`#[janus(dynamic_dims = true)]`, the default).
+//!
+//! A block compiles one graph per key at first, specialised to its sizes, as torch.compile
+//! does. When a second key that differs only in leaf sizes has compiled, the two variants are
+//! fitted into one [`Generic`]: the dims that changed become symbols (dims that changed
+//! together become one symbol), and every size and size-derived constant of the graphs an
+//! expression of them. A later key whose sizes match the pattern gets an *instance*: its
+//! templates filled in and lowered, without recording, derivation or optimisation.
+//!
+//! Guards: fixed dims must keep their size, the dims of one symbol must stay equal, and every
+//! symbol must be at least 2 (a size of 1 broadcasts, which the graphs did not do). A key that
+//! fails them records and compiles as before. Statements that read a tensor's dims on the host
+//! (`dims()`, `shape()`, `numel()`) are not generalised at all: the value read could have
+//! become anything, which the fit cannot see.
+
+use super::*;
+use crate::compile::generic::Generic;
+use std::fmt::Write;
+
+/// Instances kept per fragment; the oldest is dropped beyond (it is rebuilt if its sizes come
+/// back).
+const MAX_INSTANCES: usize = 64;
+
+/// Samples fitted at most (the newest).
+const MAX_SAMPLES: usize = 4;
+
+/// One input leaf dimension of a generic variant.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum DimPat {
+    Fixed(usize),
+    Sym(usize),
+}
+
+/// A block's generic variant for one erased key.
+pub(super) struct Shapes {
+    /// Per leaf, per dimension.
+    pattern: Vec<Vec<DimPat>>,
+    symbols: usize,
+    generic: Arc<Generic>,
+    /// The samples' (equal) host constants, asserts and path.
+    consts: Vec<ConstLeaf>,
+    asserts: Vec<bool>,
+    path: Vec<crate::trace::Decision>,
+    /// For `explain()`: which dims became symbols.
+    pub(super) describe: String,
+}
+
+impl Shapes {
+    /// The symbol values for `leaves`, if their sizes match the pattern.
+    fn matches(&self, leaves: &[Tensor]) -> Option<Vec<usize>> {
+        let mut values = vec![0; self.symbols];
+        for (t, pat) in leaves.iter().zip(&self.pattern) {
+            for (&d, p) in t.sizes().iter().zip(pat) {
+                match *p {
+                    DimPat::Fixed(n) if n != d => return None,
+                    DimPat::Sym(s) if d < 2 || (values[s] != 0 && values[s] != d) => return None,
+                    DimPat::Sym(s) => values[s] = d,
+                    DimPat::Fixed(_) => {}
+                }
+            }
+        }
+        Some(values)
+    }
+}
+
+/// The pattern of samples' leaf dims, the number of symbols and their values per sample; `None`
+/// when no dim changed or a changing dim is below 2 in some sample.
+fn pattern(samples: &[&[Vec<usize>]]) -> Option<(Vec<Vec<DimPat>>, usize, Vec<Vec<usize>>)> {
+    let mut by_values: Vec<Vec<usize>> = Vec::new();
+    let mut pattern = Vec::with_capacity(samples[0].len());
+    for (l, dims) in samples[0].iter().enumerate() {
+        let mut pat = Vec::with_capacity(dims.len());
+        for a in 0..dims.len() {
+            let vals: Vec<usize> = samples.iter().map(|s| s[l][a]).collect();
+            if vals.iter().all(|&v| v == vals[0]) {
+                pat.push(DimPat::Fixed(vals[0]));
+                continue;
+            }
+            if vals.iter().any(|&v| v < 2) {
+                return None;
+            }
+            let s = by_values.iter().position(|v| *v == vals).unwrap_or_else(|| {
+                by_values.push(vals);
+                by_values.len() - 1
+            });
+            pat.push(DimPat::Sym(s));
+        }
+        pattern.push(pat);
+    }
+    if by_values.is_empty() {
+        return None;
+    }
+    let per_sample = (0..samples.len()).map(|i| by_values.iter().map(|v| v[i]).collect()).collect();
+    Some((pattern, by_values.len(), per_sample))
+}
+
+impl Fragment {
+    /// After `v` compiled: fits it with the block's other compiled variants that differ from it
+    /// only in sizes, and keeps the generic variant when they fit.
+    #[inline(never)]
+    pub(super) fn generalise(&'static self, st: &State, v: &Arc<Variant>) {
+        if !self.site.dynamic_dims || v.instance {
+            return;
+        }
+        if let Some(at) = v.staged.get().and_then(|s| s.shape_read) {
+            let why = format!(
+                "not generalised over sizes: the statements read a tensor's dims at {}:{}",
+                at.file(),
+                at.line()
+            );
+            *st.dims_note.lock().unwrap() = Some(why);
+            return;
+        }
+        let mut candidates: Vec<(u64, Arc<Variant>, Arc<Staged>)> = (st.variants.read().unwrap().values())
+            .flatten()
+            .filter(|u| !u.instance && u.erased == v.erased)
+            .filter_map(|u| {
+                let s = u
+                    .staged
+                    .get()
+                    .filter(|s| !s.invalid.load(Ordering::Relaxed) && s.shape_read.is_none())?;
+                Some((u.seq, u.clone(), s.clone()))
+            })
+            .collect();
+        if candidates.len() < 2 {
+            return;
+        }
+        candidates.sort_by_key(|c| std::cmp::Reverse(c.0));
+        candidates.truncate(MAX_SAMPLES);
+        let mut why = String::new();
+        for n in [candidates.len(), 2] {
+            match self.fit(&candidates[..n]) {
+                Ok(shapes) => {
+                    log::info!(target: "janus", "{} ({}) {}", self.name(), self.span(), shapes.describe);
+                    st.generic.write().unwrap().insert(v.erased.clone(), Arc::new(shapes));
+                    *st.dims_note.lock().unwrap() = None;
+                    return;
+                }
+                Err(e) => why = e,
+            }
+            if n == 2 {
+                break;
+            }
+        }
+        log::info!(target: "janus", "{} ({}) not generalised over sizes: {why}", self.name(), self.span());
+        *st.dims_note.lock().unwrap() = Some(format!("not generalised over sizes: {why}"));
+    }
+
+    fn fit(&self, samples: &[(u64, Arc<Variant>, Arc<Staged>)]) -> Result<Shapes, String> {
+        let first = &samples[0].2;
+        if samples
+            .iter()
+            .any(|s| s.2.consts != first.consts || s.2.asserts != first.asserts || s.2.path != first.path)
+        {
+            return Err("host outputs, asserts or path differ between sizes".into());
+        }
+        let dims: Vec<&[Vec<usize>]> = samples.iter().map(|s| s.1.leaf_dims.as_slice()).collect();
+        let (pattern, symbols, values) = pattern(&dims).ok_or("a changing dim was 1")?;
+        let compiled = samples.iter().map(|s| s.2.compiled.clone()).collect();
+        let generic = Generic::fit(compiled, values)?;
+        let mut describe = format!("generalised over {symbols} symbolic size(s) (");
+        let names = leaf_names(&samples[0].1.inputs);
+        for (l, pat) in pattern.iter().enumerate() {
+            for (a, p) in pat.iter().enumerate() {
+                if let DimPat::Sym(s) = *p {
+                    let sep = if describe.ends_with('(') { "" } else { ", " };
+                    let name = names.get(l).copied().unwrap_or("grads");
+                    let _ = write!(describe, "{sep}{name}.dims()[{a}] = s{s}");
+                }
+            }
+        }
+        let _ = write!(describe, "); {} symbolic sizes and constants in the graph", generic.symbolic_slots());
+        Ok(Shapes {
+            pattern,
+            symbols,
+            generic: Arc::new(generic),
+            consts: first.consts.clone(),
+            asserts: first.asserts.clone(),
+            path: first.path.clone(),
+            describe,
+        })
+    }
+
+    /// A new key's instance of the block's generic variant, if it has one these sizes match.
+    #[inline(never)]
+    pub(super) fn instance_for(
+        &'static self,
+        st: &State,
+        fp: u64,
+        key: &Key,
+        leaves: &[Tensor],
+        inputs: &[Probed],
+    ) -> Option<Arc<Variant>> {
+        if !self.site.dynamic_dims {
+            return None;
+        }
+        let erased = {
+            let generic = st.generic.read().unwrap();
+            if generic.is_empty() {
+                return None;
+            }
+            key::erase_dims(key, leaves)
+        };
+        let shapes = st.generic.read().unwrap().get(&erased)?.clone();
+        let values = shapes.matches(leaves)?;
+        let t0 = Instant::now();
+        let compiled = match crate::panics::catch_quietly(|| shapes.generic.instantiate(&values)) {
+            Ok(Ok(c)) => c,
+            failed => {
+                let why = match failed {
+                    Ok(Err(why)) => why,
+                    _ => "panicked".into(),
+                };
+                log::info!(target: "janus", "{} ({}): no instance for sizes {values:?}: {why}; compiling them", self.name(), self.span());
+                return None;
+            }
+        };
+        st.counters.instance_us.fetch_add(t0.elapsed().as_micros() as u64, Ordering::Relaxed);
+        Counters::bump(&st.counters.instances);
+        let staged = Staged {
+            compiled: Arc::new(compiled),
+            consts: shapes.consts.clone(),
+            asserts: shapes.asserts.clone(),
+            path: shapes.path.clone(),
+            shape_read: None,
+            replays: AtomicU64::new(0),
+            counts: ReplayCounts::default(),
+            invalid: AtomicBool::new(false),
+        };
+        let v = Arc::new(Variant {
+            staged: OnceLock::from(Arc::new(staged)),
+            instance: true,
+            ..Variant::new(key.clone(), erased, signature(inputs), leaves)
+        });
+        let mut map = st.variants.write().unwrap();
+        if let Some(raced) = map.get(&fp).and_then(|vs| vs.iter().find(|u| u.key == *key)) {
+            return Some(raced.clone());
+        }
+        map.entry(fp).or_default().push(v.clone());
+        let mut instances = st.instances.lock().unwrap();
+        instances.push_back((fp, v.clone()));
+        if instances.len() > MAX_INSTANCES {
+            let (old_fp, old) = instances.pop_front().expect("over the limit");
+            if let Some(vs) = map.get_mut(&old_fp) {
+                vs.retain(|u| !Arc::ptr_eq(u, &old));
+            }
+            if let Some(s) = old.staged.get() {
+                // Its statistics live on in the fragment's.
+                let (h, c, own) = s.counted();
+                st.counters.retired_hits.fetch_add(h, Ordering::Relaxed);
+                st.counters.retired_checks.fetch_add(c, Ordering::Relaxed);
+                st.counters.retired_staged_ops.fetch_add(own * s.compiled.recorded_ops(), Ordering::Relaxed);
+            }
+        }
+        Some(v)
+    }
+}
+
+/// A key's input signature: per input its name, host constants and leaf dims.
+pub(super) fn signature(inputs: &[Probed]) -> Vec<InputSignature> {
+    inputs
+        .iter()
+        .map(|p| (p.name, p.consts.clone(), p.leaves.iter().map(|t| t.sizes().to_vec()).collect()))
+        .collect()
+}
+
+/// The name of each leaf's input, in leaf order.
+fn leaf_names(inputs: &[InputSignature]) -> Vec<&'static str> {
+    inputs.iter().flat_map(|(name, _, dims)| std::iter::repeat_n(*name, dims.len())).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dims_that_change_together_are_one_symbol() {
+        let a = vec![vec![8, 16], vec![8, 4], vec![16]];
+        let b = vec![vec![5, 16], vec![5, 4], vec![16]];
+        let (pat, n, values) = pattern(&[&a, &b]).unwrap();
+        assert_eq!(n, 1);
+        assert_eq!(pat[0], [DimPat::Sym(0), DimPat::Fixed(16)]);
+        assert_eq!(pat[1][0], DimPat::Sym(0));
+        assert_eq!(values, [vec![8], vec![5]]);
+    }
+
+    #[test]
+    fn a_dim_that_was_one_is_not_generalised() {
+        let a = vec![vec![1, 4]];
+        let b = vec![vec![5, 4]];
+        assert!(pattern(&[&a, &b]).is_none());
+        assert!(pattern(&[&a, &a]).is_none(), "nothing changed");
+    }
+}
