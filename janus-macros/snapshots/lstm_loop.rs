@@ -20,6 +20,7 @@ fn lstm(mut m: &Lstm, mut xs: &[Tensor], mut ys: &[Tensor]) -> Tensor {
             min_ops: 3u32,
             speculative: true,
             max_failures: 3u32,
+            dynamic_dims: true,
         });
         let __janus_w_janus_ret = ::janus::__private::Witness::new();
         match __JANUS_FRAGMENT
@@ -56,6 +57,7 @@ fn lstm(mut m: &Lstm, mut xs: &[Tensor], mut ys: &[Tensor]) -> Tensor {
                                 min_ops: 3u32,
                                 speculative: false,
                                 max_failures: 3u32,
+                                dynamic_dims: true,
                             });
                             let __janus_w_janus_tail = ::janus::__private::Witness::new();
                             match __JANUS_FRAGMENT
@@ -97,6 +99,7 @@ fn lstm(mut m: &Lstm, mut xs: &[Tensor], mut ys: &[Tensor]) -> Tensor {
                                                     min_ops: 3u32,
                                                     speculative: false,
                                                     max_failures: 3u32,
+                                                    dynamic_dims: true,
                                                 });
                                                 match __JANUS_FRAGMENT
                                                     .enter(

@@ -20,6 +20,7 @@ fn update<A: Act>(mut self: &mut Self, mut grads: &[Tensor], mut lr: f64) {
             min_ops: 3u32,
             speculative: true,
             max_failures: 3u32,
+            dynamic_dims: true,
         });
         let __janus_w_janus_ret = ::janus::__private::Witness::new();
         match __JANUS_FRAGMENT
@@ -57,6 +58,7 @@ fn update<A: Act>(mut self: &mut Self, mut grads: &[Tensor], mut lr: f64) {
                                 min_ops: 3u32,
                                 speculative: false,
                                 max_failures: 3u32,
+                                dynamic_dims: true,
                             });
                             let __janus_dyn_lr = ::janus::__private::dynamic_scalar(lr);
                             let __janus_w_janus_tail = ::janus::__private::Witness::new();
@@ -99,6 +101,7 @@ fn update<A: Act>(mut self: &mut Self, mut grads: &[Tensor], mut lr: f64) {
                                                     min_ops: 3u32,
                                                     speculative: false,
                                                     max_failures: 3u32,
+                                                    dynamic_dims: true,
                                                 });
                                                 let __janus_dyn_lr = ::janus::__private::dynamic_scalar(lr);
                                                 match __JANUS_FRAGMENT

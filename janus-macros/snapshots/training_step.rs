@@ -25,6 +25,7 @@ fn train_step(
             min_ops: 3u32,
             speculative: true,
             max_failures: 3u32,
+            dynamic_dims: true,
         });
         let __janus_w_janus_ret = ::janus::__private::Witness::new();
         match __JANUS_FRAGMENT
@@ -62,6 +63,7 @@ fn train_step(
                                 min_ops: 3u32,
                                 speculative: false,
                                 max_failures: 3u32,
+                                dynamic_dims: true,
                             });
                             let __janus_w_loss = ::janus::__private::Witness::new();
                             match __JANUS_FRAGMENT
@@ -124,6 +126,7 @@ fn train_step(
                                 min_ops: 3u32,
                                 speculative: false,
                                 max_failures: 3u32,
+                                dynamic_dims: true,
                             });
                             match __JANUS_FRAGMENT
                                 .enter(

@@ -37,6 +37,18 @@ pub(crate) trait Recorder: Sync {
     fn host_statement(&self, line: u32);
     /// A host decision of a `#[janus]` function was taken.
     fn decision(&self, d: Decision);
+    /// Code outside the runtime read a tensor's size at `at` (`dims()`, `shape()`, `numel()`).
+    fn shape_read(&self, at: &'static Location<'static>);
+}
+
+/// See [`Recorder::shape_read`]; reads from files for which `own` holds are not reported.
+#[inline]
+pub(crate) fn shape_read_from(at: &'static Location<'static>, own: fn(&str) -> bool) {
+    if let Some(r) = active()
+        && !own(at.file())
+    {
+        r.shape_read(at);
+    }
 }
 
 thread_local! {

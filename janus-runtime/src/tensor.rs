@@ -315,9 +315,7 @@ impl fmt::Display for Tensor {
 /// must not generalise over sizes (the runtime's own reads turn into graph sizes it tracks).
 #[inline]
 fn note_shape_read(at: &'static Location<'static>) {
-    if crate::trace::is_recording() && !is_runtime_source(at.file()) {
-        crate::trace::note_shape_read(at);
-    }
+    crate::recorder::shape_read_from(at, is_runtime_source);
 }
 
 /// Whether `file` is a source file of this crate (its reads of sizes are the runtime's own).

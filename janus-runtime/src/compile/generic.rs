@@ -13,8 +13,10 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-/// Templates of a block's compiled samples.
-pub(crate) struct Generic {
+/// Templates of one program's compiled samples at different sizes, and instances of them.
+/// `#[janus]` blocks make these themselves; [`Generic::fit`] is public for tests and tools
+/// that compile with [`crate::trace`].
+pub struct Generic {
     samples: Vec<Arc<Compiled>>,
     /// The symbols' values in each sample.
     symbols: Vec<Vec<usize>>,
@@ -28,8 +30,9 @@ pub(crate) struct Generic {
 }
 
 impl Generic {
-    /// Fits `samples`, whose symbols take `symbols[i]` in sample `i`.
-    pub(crate) fn fit(samples: Vec<Arc<Compiled>>, symbols: Vec<Vec<usize>>) -> Result<Generic, String> {
+    /// Fits `samples`, whose symbols take `symbols[i]` in sample `i`. Fails, saying why, when
+    /// the samples differ in more than their sizes or a size has no unique expression.
+    pub fn fit(samples: Vec<Arc<Compiled>>, symbols: Vec<Vec<usize>>) -> Result<Generic, String> {
         let first = &samples[0];
         for s in &samples[1..] {
             let same = s.num_outputs == first.num_outputs
@@ -72,8 +75,8 @@ impl Generic {
         Ok(Generic { samples, symbols, recorded, forward, backward, optimised: Mutex::new(HashMap::new()) })
     }
 
-    /// The variant for symbol values `values`.
-    pub(crate) fn instantiate(self: &Arc<Self>, values: &[usize]) -> Result<Compiled, String> {
+    /// The variant for symbol values `values`: the templates filled in, verified and lowered.
+    pub fn instantiate(self: &Arc<Self>, values: &[usize]) -> Result<Compiled, String> {
         let t0 = Instant::now();
         let first = &self.samples[0];
         let recorded = self.recorded.instantiate(values)?;
@@ -143,7 +146,7 @@ impl Generic {
     }
 
     /// How many sizes and constants of the optimised forward graph are symbolic.
-    pub(crate) fn symbolic_slots(&self) -> usize {
+    pub fn symbolic_slots(&self) -> usize {
         self.forward.symbolic_slots()
     }
 }

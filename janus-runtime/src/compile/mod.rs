@@ -4,7 +4,9 @@
 //! [`trace`] (`function.rs`) compiles a whole function of tensors.
 
 mod function;
-pub(crate) mod generic;
+mod generic;
+
+pub use generic::Generic;
 
 pub use function::{Traced, trace};
 

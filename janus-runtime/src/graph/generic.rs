@@ -51,9 +51,10 @@ enum SizeExpr {
 #[derive(Clone, Debug, PartialEq)]
 enum FloatExpr {
     Const(u64),
-    /// `k / mono`.
+    /// `k / (den · mono)`: a mean's `1/n`, or `1/(4n)` over a fixed dim of 4.
     Recip {
         k: f64,
+        den: i64,
         mono: Mono,
         f32: bool,
     },
@@ -349,29 +350,33 @@ fn fit_float(vals: &[u64], symbols: &[Vec<usize>], monos: &[Mono]) -> Result<Flo
         for f32 in [false, true] {
             // An `f32` constant's factor is the `f32` nearest the product (`-1/n`'s -1).
             let k = |k: f64| if f32 { k as f32 as f64 } else { k };
-            let recip = FloatExpr::Recip { k: k(first * m0), mono: m.clone(), f32 };
-            let scaled = FloatExpr::Scaled { k: k(first / m0), mono: m.clone(), f32 };
-            for e in [recip, scaled] {
+            let mut candidates = vec![
+                FloatExpr::Recip { k: k(first * m0), den: 1, mono: m.clone(), f32 },
+                FloatExpr::Scaled { k: k(first / m0), mono: m.clone(), f32 },
+            ];
+            // `±1 / (den · m)` with an integer `den`.
+            let den = (1.0 / (first * m0)).abs().round();
+            if den >= 2.0 && den < 1e9 {
+                let k = first.signum();
+                candidates.push(FloatExpr::Recip { k, den: den as i64, mono: m.clone(), f32 });
+            }
+            for e in candidates {
                 if symbols.iter().zip(vals).all(|(s, &v)| eval_float(&e, s) == v) && !fits.contains(&e) {
                     fits.push(e);
                 }
             }
         }
     }
-    // A value that is exact in both widths fits both ways; keep the `f64` reading.
-    if fits.len() == 2
-        && fits
-            .iter()
-            .filter(|e| {
-                matches!(e, FloatExpr::Recip { f32: false, .. } | FloatExpr::Scaled { f32: false, .. })
-            })
-            .count()
-            == 1
-    {
-        fits.retain(|e| {
-            matches!(e, FloatExpr::Recip { f32: false, .. } | FloatExpr::Scaled { f32: false, .. })
-        });
+    // A value that is exact in both widths fits both ways, and `1/n` fits as `k/n` and as
+    // `1/(1·n)`: keep the first reading of each (by its value at twice the first sample's size).
+    let at = |e: &FloatExpr| eval_float(e, &symbols[0].iter().map(|v| 2 * v + 1).collect::<Vec<_>>());
+    let mut distinct: Vec<FloatExpr> = Vec::new();
+    for e in fits {
+        if !distinct.iter().any(|d| at(d) == at(&e)) {
+            distinct.push(e);
+        }
     }
+    let fits = distinct;
     let vals_f: Vec<f64> = vals.iter().map(|&v| f64::from_bits(v)).collect();
     unique(fits, "constant", &vals_f)?
         .ok_or_else(|| format!("constant {vals_f:?} follows no expression of the symbols"))
@@ -387,7 +392,9 @@ fn eval_size(e: &SizeExpr, values: &[usize]) -> Option<usize> {
 fn eval_float(e: &FloatExpr, values: &[usize]) -> u64 {
     match e {
         FloatExpr::Const(b) => *b,
-        FloatExpr::Recip { k, mono, f32 } => round(k / mono_value(mono, values) as f64, *f32).to_bits(),
+        FloatExpr::Recip { k, den, mono, f32 } => {
+            round(k / (den * mono_value(mono, values)) as f64, *f32).to_bits()
+        }
         FloatExpr::Scaled { k, mono, f32 } => round(k * mono_value(mono, values) as f64, *f32).to_bits(),
     }
 }

@@ -341,14 +341,6 @@ fn record_fresh_leaf(leaf: &Tensor, of: &Tensor) {
     });
 }
 
-/// Called when code outside the runtime reads a tensor's dims while a recording is active.
-#[cold]
-pub(crate) fn note_shape_read(at: &'static Location<'static>) {
-    with_top(|r| {
-        r.shape_read.get_or_insert(at);
-    });
-}
-
 /// Called by host reads (`item`, `to_vec`, `to_bool`).
 fn record_host_read(what: &'static str) {
     with_top(|r| r.mark(Unusable::HostRead { what }));
@@ -422,6 +414,11 @@ impl crate::recorder::Recorder for Tracer {
             if r.speculative {
                 r.mark(Unusable::HostStatement { line });
             }
+        });
+    }
+    fn shape_read(&self, at: &'static Location<'static>) {
+        with_top(|r| {
+            r.shape_read.get_or_insert(at);
         });
     }
     fn decision(&self, d: Decision) {

@@ -14,7 +14,7 @@
 //! become anything, which the fit cannot see.
 
 use super::*;
-use crate::compile::generic::Generic;
+use crate::compile::Generic;
 use std::fmt::Write;
 
 /// Instances kept per fragment; the oldest is dropped beyond (it is rebuilt if its sizes come
