@@ -14,9 +14,6 @@ pub const ACT: usize = 2;
 pub const MAX_STEPS: usize = 500;
 /// Discount factor.
 pub const GAMMA: f64 = 0.99;
-/// Episode lengths are padded up to a multiple of this, so `update` compiles at most
-/// `MAX_STEPS / BUCKET` = 8 shape variants (the default `max_variants`).
-pub const BUCKET: usize = 64;
 
 /// CartPole-v1 with gym's constants and Euler integration.
 pub struct CartPole {
@@ -150,9 +147,9 @@ pub fn act_batch(p: &Policy, obs: &Tensor) -> Vec<usize> {
     actions.to_vec::<i64>().into_iter().map(|a| a as usize).collect()
 }
 
-/// One REINFORCE step on an episode padded to a multiple of [`BUCKET`] rows (padding rows have
-/// return 0, so they add nothing to the loss or the gradients): `loss = -sum_t log pi(a_t|s_t)
-/// G_t`, then one optimiser step. Returns the loss.
+/// One REINFORCE step on an episode of any length: `loss = -sum_t log pi(a_t|s_t) G_t`, then
+/// one optimiser step. Returns the loss. Episode lengths vary, so after two lengths compile
+/// the rest are instances of one shape-polymorphic graph (no padding, no recompiles).
 #[janus]
 pub fn update<O: Optimizer>(
     p: &mut Policy,
@@ -182,18 +179,13 @@ pub fn normalised_returns(len: usize) -> Vec<f32> {
     g.iter().map(|v| ((v - mean) / (std + 1e-8)) as f32).collect()
 }
 
-/// An episode's observations, actions and returns as tensors, padded to a multiple of
-/// [`BUCKET`] rows.
+/// An episode's observations, actions and returns as tensors of one row per step.
 pub fn episode_tensors(obs: &[[f32; 4]], actions: &[usize]) -> (Tensor, Tensor, Tensor) {
     let len = obs.len();
-    let rows = len.div_ceil(BUCKET) * BUCKET;
-    let mut o: Vec<f32> = obs.iter().flatten().copied().collect();
-    o.resize(rows * OBS, 0.0);
-    let mut a: Vec<i64> = actions.iter().map(|&a| a as i64).collect();
-    a.resize(rows, 0);
-    let mut g = normalised_returns(len);
-    g.resize(rows, 0.0);
-    (Tensor::from_vec(o, [rows, OBS]), Tensor::from_vec(a, [rows, 1]), Tensor::from_vec(g, [rows]))
+    let o: Vec<f32> = obs.iter().flatten().copied().collect();
+    let a: Vec<i64> = actions.iter().map(|&a| a as i64).collect();
+    let g = normalised_returns(len);
+    (Tensor::from_vec(o, [len, OBS]), Tensor::from_vec(a, [len, 1]), Tensor::from_vec(g, [len]))
 }
 
 /// Timings of one episode.
@@ -236,7 +228,7 @@ pub fn run_episode<O: Optimizer>(p: &mut Policy, opt: &mut O, env: &mut CartPole
 
 /// One round of `envs.len()` episodes run in lockstep with batched inference on the CPU copy
 /// `acting` of the policy, then one update of `p` (on its own device) over all of them, each
-/// padded to a multiple of [`BUCKET`] rows and stacked; `acting` then takes `p`'s new weights.
+/// stacked; `acting` then takes `p`'s new weights.
 /// Returns the episodes' lengths, the rollout seconds and the update seconds.
 pub fn run_round<O: Optimizer>(
     p: &mut Policy,
@@ -269,18 +261,7 @@ pub fn run_round<O: Optimizer>(
     }
     let t1 = std::time::Instant::now();
     let device = p.w1.device();
-    let mut parts: Vec<(Tensor, Tensor, Tensor)> =
-        (0..n).map(|e| episode_tensors(&logs[e], &acts[e])).collect();
-    // Zero-return padding up to a multiple of BUCKET * n rows bounds the update's shapes.
-    let rows: usize = parts.iter().map(|p| p.0.dims()[0]).sum();
-    let pad = rows.div_ceil(BUCKET * n) * BUCKET * n - rows;
-    if pad > 0 {
-        parts.push((
-            Tensor::zeros([pad, OBS]),
-            Tensor::zeros_dtype([pad, 1], DType::I64),
-            Tensor::zeros([pad]),
-        ));
-    }
+    let parts: Vec<(Tensor, Tensor, Tensor)> = (0..n).map(|e| episode_tensors(&logs[e], &acts[e])).collect();
     let cat = |f: &dyn Fn(&(Tensor, Tensor, Tensor)) -> &Tensor| {
         let v: Vec<&Tensor> = parts.iter().map(f).collect();
         Tensor::cat(&v, 0).to_device(device)

@@ -356,7 +356,7 @@ fn fit_float(vals: &[u64], symbols: &[Vec<usize>], monos: &[Mono]) -> Result<Flo
             ];
             // `±1 / (den · m)` with an integer `den`.
             let den = (1.0 / (first * m0)).abs().round();
-            if den >= 2.0 && den < 1e9 {
+            if (2.0..1e9).contains(&den) {
                 let k = first.signum();
                 candidates.push(FloatExpr::Recip { k, den: den as i64, mono: m.clone(), f32 });
             }

@@ -168,6 +168,9 @@ struct Staged {
     shape_read: Option<&'static std::panic::Location<'static>>,
     /// Replays so far, checked and panicked ones included (numbers the sampled checks).
     replays: AtomicU64,
+    /// For an instance of a generic variant: the replays of all its instances, which number
+    /// the sampled checks instead (instances are checked as one variant, not each afresh).
+    shared_replays: Option<Arc<AtomicU64>>,
     counts: ReplayCounts,
     /// Set when a check found the replay disagreeing with eager execution: the key runs its
     /// statements from then on.
@@ -321,7 +324,10 @@ impl Fragment {
         if let Some(staged) = variant.staged.get()
             && !staged.invalid.load(Ordering::Relaxed)
         {
-            let n = staged.replays.fetch_add(1, Ordering::Relaxed) + 1;
+            let mut n = staged.replays.fetch_add(1, Ordering::Relaxed) + 1;
+            if let Some(shared) = &staged.shared_replays {
+                n = shared.fetch_add(1, Ordering::Relaxed) + 1;
+            }
             let distinct = key::distinct(leaves, &firsts);
             if let Some(policy) = check::due(mode, n) {
                 let names = check::leaf_names(&inputs, &firsts);

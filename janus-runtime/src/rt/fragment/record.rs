@@ -79,9 +79,29 @@ impl Fragment {
             );
         }
         let mut prof = v.profile.lock().unwrap();
-        let Some(prev) = prof.last.take() else {
-            prof.last = Some(rec);
-            return;
+        // A new size of a key that compiled at another size compiles from its first recording
+        // (torch.compile's "generalise on the first size change"): the fit with the sibling's
+        // graphs is the agreement check, and a steady stream of new sizes would otherwise never
+        // see a size twice.
+        let first_size_change = prof.last.is_none()
+            && (self.has_compiled_sibling(st, v) || self.agrees_with_sibling_recording(st, v, &rec));
+        let prev = match prof.last.take() {
+            Some(prev) => prev,
+            None if first_size_change => {
+                prof.calls = prof.calls.max(self.site.profile);
+                Recorded {
+                    graph: rec.graph.clone(),
+                    consts: rec.consts.clone(),
+                    kinds: rec.kinds.clone(),
+                    asserts: rec.asserts.clone(),
+                    path: rec.path.clone(),
+                    shape_read: rec.shape_read,
+                }
+            }
+            None => {
+                prof.last = Some(rec);
+                return;
+            }
         };
         if rec.asserts != prev.asserts || rec.path != prev.path {
             // A decision went another way: profile again from this recording.
@@ -150,6 +170,7 @@ impl Fragment {
                     path: rec.path,
                     shape_read: rec.shape_read,
                     replays: AtomicU64::new(0),
+                    shared_replays: None,
                     counts: ReplayCounts::default(),
                     invalid: AtomicBool::new(false),
                 }));

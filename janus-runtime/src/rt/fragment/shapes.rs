@@ -43,6 +43,8 @@ pub(super) struct Shapes {
     path: Vec<crate::trace::Decision>,
     /// For `explain()`: which dims became symbols.
     pub(super) describe: String,
+    /// Replays of all instances (they are sampled for checks as one variant).
+    replays: Arc<AtomicU64>,
 }
 
 impl Shapes {
@@ -63,9 +65,12 @@ impl Shapes {
     }
 }
 
+/// Per leaf, per dim: fixed or a symbol; the number of symbols; their values per sample.
+type Fitted = (Vec<Vec<DimPat>>, usize, Vec<Vec<usize>>);
+
 /// The pattern of samples' leaf dims, the number of symbols and their values per sample; `None`
 /// when no dim changed or a changing dim is below 2 in some sample.
-fn pattern(samples: &[&[Vec<usize>]]) -> Option<(Vec<Vec<DimPat>>, usize, Vec<Vec<usize>>)> {
+fn pattern(samples: &[&[Vec<usize>]]) -> Option<Fitted> {
     let mut by_values: Vec<Vec<usize>> = Vec::new();
     let mut pattern = Vec::with_capacity(samples[0].len());
     for (l, dims) in samples[0].iter().enumerate() {
@@ -146,6 +151,48 @@ impl Fragment {
         *st.dims_note.lock().unwrap() = Some(format!("not generalised over sizes: {why}"));
     }
 
+    /// Whether another variant that differs from `v` only in sizes has compiled (and could
+    /// generalise with it).
+    pub(super) fn has_compiled_sibling(&self, st: &State, v: &Variant) -> bool {
+        self.site.dynamic_dims
+            && !v.instance
+            && (st.variants.read().unwrap().values().flatten()).any(|u| {
+                !std::ptr::eq(&**u, v)
+                    && !u.instance
+                    && u.erased == v.erased
+                    && u.staged
+                        .get()
+                        .is_some_and(|s| !s.invalid.load(Ordering::Relaxed) && s.shape_read.is_none())
+            })
+    }
+
+    /// Whether a variant that differs from `v` only in sizes, and has not compiled yet, holds
+    /// a recording that fits `rec` as one template: two recordings at different sizes that
+    /// agree up to their sizes are as good a profile as two at one size.
+    pub(super) fn agrees_with_sibling_recording(&self, st: &State, v: &Variant, rec: &Recorded) -> bool {
+        if !self.site.dynamic_dims || v.instance || rec.shape_read.is_some() {
+            return false;
+        }
+        let siblings: Vec<Arc<Variant>> = (st.variants.read().unwrap().values().flatten())
+            .filter(|u| {
+                !std::ptr::eq(&***u, v) && !u.instance && u.erased == v.erased && u.staged.get().is_none()
+            })
+            .cloned()
+            .collect();
+        siblings.iter().any(|u| {
+            let Ok(prof) = u.profile.try_lock() else { return false };
+            let Some(r) = &prof.last else { return false };
+            let same_host = r.consts == rec.consts
+                && r.kinds == rec.kinds
+                && r.asserts == rec.asserts
+                && r.path == rec.path;
+            let Some((_, _, values)) = pattern(&[&u.leaf_dims, &v.leaf_dims]) else { return false };
+            same_host
+                && r.shape_read.is_none()
+                && crate::graph::generic::Template::fit(&[&r.graph, &rec.graph], &values).is_ok()
+        })
+    }
+
     fn fit(&self, samples: &[(u64, Arc<Variant>, Arc<Staged>)]) -> Result<Shapes, String> {
         let first = &samples[0].2;
         if samples
@@ -178,6 +225,7 @@ impl Fragment {
             asserts: first.asserts.clone(),
             path: first.path.clone(),
             describe,
+            replays: Arc::new(AtomicU64::new(0)),
         })
     }
 
@@ -224,6 +272,7 @@ impl Fragment {
             path: shapes.path.clone(),
             shape_read: None,
             replays: AtomicU64::new(0),
+            shared_replays: Some(shapes.replays.clone()),
             counts: ReplayCounts::default(),
             invalid: AtomicBool::new(false),
         };
