@@ -14,6 +14,7 @@
 //! cargo run --release --example bench -- --only mlp     # the README's MLP step, speculated vs not
 //! cargo run --release --example bench -- --only unroll  # what unrolling a loop costs to compile
 //! cargo run --release --example bench -- --only hit     # the cost of one replay of a tiny block
+//! cargo run --release --example bench -- --only dims    # one generic graph vs one per batch size
 //! ```
 //!
 //! The LSTM step is the `shared/refbench` workload (T=32, B=32, V=65, H=128, plain SGD lr 0.1);
@@ -25,6 +26,8 @@
 mod bench_costs;
 #[path = "common/bench_cuda.rs"]
 mod bench_cuda;
+#[path = "common/bench_dims.rs"]
+mod bench_dims;
 #[path = "common/bench_models.rs"]
 mod bench_models;
 #[path = "common/cartpole.rs"]
@@ -373,6 +376,8 @@ enum Workload {
     Gan,
     /// What unrolling a loop costs to compile.
     Unroll,
+    /// Shape-polymorphic variants against one graph per batch size.
+    Dims,
     /// The cost of one replay of a tiny block.
     Hit,
 }
@@ -387,8 +392,12 @@ fn main() {
     // Without `--only`: every workload (not the unrolling or replay costs).
     let run = |w: Workload| match args.only {
         Some(only) => only == w,
-        None => !matches!(w, Workload::Unroll | Workload::Hit),
+        None => !matches!(w, Workload::Unroll | Workload::Hit | Workload::Dims),
     };
+    if run(Workload::Dims) {
+        bench_dims::dims_cost(if quick { 2 } else { 15 });
+        return;
+    }
     if run(Workload::Hit) {
         bench_costs::hit_cost();
         return;
