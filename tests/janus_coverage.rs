@@ -9,15 +9,17 @@
 use janus::prelude::*;
 use janus::rt::EagerKind;
 
-/// Five op calls per call: two scalar constants, mul, add, tanh.
-#[janus(min_ops = 1, speculate = false)]
+/// Five op calls per call: two scalar constants, mul, add, tanh. (Its two shapes stay two keys,
+/// each profiled twice: `dynamic_dims = false`; generalising is tested in
+/// `janus_dynamic_dims.rs`.)
+#[janus(min_ops = 1, speculate = false, dynamic_dims = false)]
 fn three_ops(x: &Tensor) -> Tensor {
     let y = (x * 2.0 + 1.0).tanh();
     y
 }
 
 /// One op: below the default `min_ops` of 3, so it stays eager by design.
-#[janus(speculate = false)]
+#[janus(speculate = false, dynamic_dims = false)]
 fn one_op(x: &Tensor) -> Tensor {
     let y = x.exp();
     y
