@@ -166,6 +166,8 @@ struct Staged {
     path: Vec<crate::trace::Decision>,
     /// Where its recording's statements read a tensor's dims, if they did.
     shape_read: Option<&'static std::panic::Location<'static>>,
+    /// What the eager call gave each output (instances must give the same).
+    kinds: Vec<OutKind>,
     /// Replays so far, checked and panicked ones included (numbers the sampled checks).
     replays: AtomicU64,
     /// For an instance of a generic variant: the replays of all its instances, which number
@@ -309,6 +311,10 @@ impl Fragment {
         let key = key::build(&inputs, (&leaves, &firsts), instance, mode);
         let fp = key.fingerprint();
         let variant = match self.lookup(st, fp, &key) {
+            Some(v) if v.staged.get().is_none() && v.unstageable.get().is_none() => {
+                // Still profiling: an instance of a generic variant made meanwhile serves it.
+                self.instance_for(st, fp, &key, &leaves, &inputs).unwrap_or(v)
+            }
             Some(v) => {
                 key::recycle(key);
                 v

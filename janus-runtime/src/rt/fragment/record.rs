@@ -78,6 +78,9 @@ impl Fragment {
                 format!("recording too large to compile ({n} nodes; a loop unrolled too far?)"),
             );
         }
+        if let Some(staged) = self.validated_instance(st, v, &rec) {
+            return self.stage_validated(st, v, staged);
+        }
         let mut prof = v.profile.lock().unwrap();
         // A new size of a key that compiled at another size compiles from its first recording
         // (torch.compile's "generalise on the first size change"): the fit with the sibling's
@@ -169,6 +172,7 @@ impl Fragment {
                     asserts: rec.asserts,
                     path: rec.path,
                     shape_read: rec.shape_read,
+                    kinds: rec.kinds,
                     replays: AtomicU64::new(0),
                     shared_replays: None,
                     counts: ReplayCounts::default(),

@@ -45,14 +45,19 @@ pub(super) struct Shapes {
     pub(super) describe: String,
     /// Replays of all instances (they are sampled for checks as one variant).
     replays: Arc<AtomicU64>,
+    /// Where a sample's statements read a size on the host: each instance must then match a
+    /// recording at its sizes first.
+    validate: Option<&'static std::panic::Location<'static>>,
+    /// The samples' output kinds (a validating recording must have the same).
+    kinds: Vec<OutKind>,
 }
 
 impl Shapes {
-    /// The symbol values for `leaves`, if their sizes match the pattern.
-    fn matches(&self, leaves: &[Tensor]) -> Option<Vec<usize>> {
+    /// The symbol values for leaves of these dims, if they match the pattern.
+    fn matches<'a>(&self, leaves: impl Iterator<Item = &'a [usize]>) -> Option<Vec<usize>> {
         let mut values = vec![0; self.symbols];
-        for (t, pat) in leaves.iter().zip(&self.pattern) {
-            for (&d, p) in t.sizes().iter().zip(pat) {
+        for (dims, pat) in leaves.zip(&self.pattern) {
+            for (&d, p) in dims.iter().zip(pat) {
                 match *p {
                     DimPat::Fixed(n) if n != d => return None,
                     DimPat::Sym(s) if d < 2 || (values[s] != 0 && values[s] != d) => return None,
@@ -107,23 +112,11 @@ impl Fragment {
         if !self.site.dynamic_dims || v.instance {
             return;
         }
-        if let Some(at) = v.staged.get().and_then(|s| s.shape_read) {
-            let why = format!(
-                "not generalised over sizes: the statements read a tensor's dims at {}:{}",
-                at.file(),
-                at.line()
-            );
-            *st.dims_note.lock().unwrap() = Some(why);
-            return;
-        }
         let mut candidates: Vec<(u64, Arc<Variant>, Arc<Staged>)> = (st.variants.read().unwrap().values())
             .flatten()
             .filter(|u| !u.instance && u.erased == v.erased)
             .filter_map(|u| {
-                let s = u
-                    .staged
-                    .get()
-                    .filter(|s| !s.invalid.load(Ordering::Relaxed) && s.shape_read.is_none())?;
+                let s = u.staged.get().filter(|s| !s.invalid.load(Ordering::Relaxed))?;
                 Some((u.seq, u.clone(), s.clone()))
             })
             .collect();
@@ -160,9 +153,7 @@ impl Fragment {
                 !std::ptr::eq(&**u, v)
                     && !u.instance
                     && u.erased == v.erased
-                    && u.staged
-                        .get()
-                        .is_some_and(|s| !s.invalid.load(Ordering::Relaxed) && s.shape_read.is_none())
+                    && u.staged.get().is_some_and(|s| !s.invalid.load(Ordering::Relaxed))
             })
     }
 
@@ -170,7 +161,7 @@ impl Fragment {
     /// a recording that fits `rec` as one template: two recordings at different sizes that
     /// agree up to their sizes are as good a profile as two at one size.
     pub(super) fn agrees_with_sibling_recording(&self, st: &State, v: &Variant, rec: &Recorded) -> bool {
-        if !self.site.dynamic_dims || v.instance || rec.shape_read.is_some() {
+        if !self.site.dynamic_dims || v.instance {
             return false;
         }
         let siblings: Vec<Arc<Variant>> = (st.variants.read().unwrap().values().flatten())
@@ -187,9 +178,7 @@ impl Fragment {
                 && r.asserts == rec.asserts
                 && r.path == rec.path;
             let Some((_, _, values)) = pattern(&[&u.leaf_dims, &v.leaf_dims]) else { return false };
-            same_host
-                && r.shape_read.is_none()
-                && crate::graph::generic::Template::fit(&[&r.graph, &rec.graph], &values).is_ok()
+            same_host && crate::graph::generic::Template::fit(&[&r.graph, &rec.graph], &values).is_ok()
         })
     }
 
@@ -217,6 +206,15 @@ impl Fragment {
             }
         }
         let _ = write!(describe, "); {} symbolic sizes and constants in the graph", generic.symbolic_slots());
+        let validate = samples.iter().find_map(|s| s.2.shape_read);
+        if let Some(at) = validate {
+            let _ = write!(
+                describe,
+                "; each new size is validated by one recording (sizes read at {}:{})",
+                at.file(),
+                at.line()
+            );
+        }
         Ok(Shapes {
             pattern,
             symbols,
@@ -226,6 +224,8 @@ impl Fragment {
             path: first.path.clone(),
             describe,
             replays: Arc::new(AtomicU64::new(0)),
+            validate,
+            kinds: first.kinds.clone(),
         })
     }
 
@@ -250,9 +250,36 @@ impl Fragment {
             key::erase_dims(key, leaves)
         };
         let shapes = st.generic.read().unwrap().get(&erased)?.clone();
-        let values = shapes.matches(leaves)?;
+        if shapes.validate.is_some() {
+            return None; // the call records, and `validated_instance` compares
+        }
+        let values = shapes.matches(leaves.iter().map(Tensor::sizes))?;
+        let staged = self.make_instance(st, &shapes, &values)?;
+        let v = Arc::new(Variant {
+            staged: OnceLock::from(Arc::new(staged)),
+            instance: true,
+            ..Variant::new(key.clone(), erased, signature(inputs), leaves)
+        });
+        let mut map = st.variants.write().unwrap();
+        let vs = map.entry(fp).or_default();
+        match vs.iter().position(|u| u.key == *key) {
+            // A key still profiling gives way to the instance (it no longer counts as a key).
+            Some(k) if vs[k].staged.get().is_none() && vs[k].unstageable.get().is_none() => {
+                vs[k] = v.clone();
+                st.keys.fetch_sub(1, Ordering::Relaxed);
+            }
+            Some(k) => return Some(vs[k].clone()),
+            None => vs.push(v.clone()),
+        }
+        self.keep_instance(st, &mut map, fp, &v);
+        Some(v)
+    }
+
+    /// The staged instance of `shapes` for symbol values `values` (its time counted, the
+    /// instance itself once kept); `None` (logged) if the templates do not instantiate there.
+    fn make_instance(&self, st: &State, shapes: &Shapes, values: &[usize]) -> Option<Staged> {
         let t0 = Instant::now();
-        let compiled = match crate::panics::catch_quietly(|| shapes.generic.instantiate(&values)) {
+        let compiled = match crate::panics::catch_quietly(|| shapes.generic.instantiate(values)) {
             Ok(Ok(c)) => c,
             failed => {
                 let why = match failed {
@@ -264,10 +291,10 @@ impl Fragment {
             }
         };
         st.counters.instance_us.fetch_add(t0.elapsed().as_micros() as u64, Ordering::Relaxed);
-        Counters::bump(&st.counters.instances);
-        let staged = Staged {
+        Some(Staged {
             compiled: Arc::new(compiled),
             consts: shapes.consts.clone(),
+            kinds: shapes.kinds.clone(),
             asserts: shapes.asserts.clone(),
             path: shapes.path.clone(),
             shape_read: None,
@@ -275,17 +302,51 @@ impl Fragment {
             shared_replays: Some(shapes.replays.clone()),
             counts: ReplayCounts::default(),
             invalid: AtomicBool::new(false),
-        };
-        let v = Arc::new(Variant {
-            staged: OnceLock::from(Arc::new(staged)),
-            instance: true,
-            ..Variant::new(key.clone(), erased, signature(inputs), leaves)
-        });
-        let mut map = st.variants.write().unwrap();
-        if let Some(raced) = map.get(&fp).and_then(|vs| vs.iter().find(|u| u.key == *key)) {
-            return Some(raced.clone());
+        })
+    }
+
+    /// For a block whose statements read sizes: the instance for `v`'s sizes, if `rec` (its
+    /// first recording) is exactly the instance's recorded graph, with the same host outputs.
+    pub(super) fn validated_instance(
+        &'static self,
+        st: &State,
+        v: &Arc<Variant>,
+        rec: &Recorded,
+    ) -> Option<Staged> {
+        if !self.site.dynamic_dims || v.instance {
+            return None;
         }
-        map.entry(fp).or_default().push(v.clone());
+        let shapes = st.generic.read().unwrap().get(&v.erased)?.clone();
+        shapes.validate?;
+        let values = shapes.matches(v.leaf_dims.iter().map(Vec::as_slice))?;
+        let host_same = rec.consts == shapes.consts
+            && rec.kinds == shapes.kinds
+            && rec.asserts == shapes.asserts
+            && rec.path == shapes.path;
+        if !host_same {
+            return None;
+        }
+        let mut staged = self.make_instance(st, &shapes, &values)?;
+        // It stays a block that reads sizes, should it become a sample of a later fit.
+        staged.shape_read = rec.shape_read;
+        if let Some(d) = staged.compiled.recorded_graph().diff(&rec.graph) {
+            let at = d.span.map(|s| format!("{}:{}", s.file(), s.line())).unwrap_or_else(|| self.span());
+            log::info!(target: "janus", "{} ({}): the recording at sizes {values:?} differs from the instance at {at}; compiling it", self.name(), self.span());
+            return None;
+        }
+        Some(staged)
+    }
+
+    /// Keeps `v` (an instance, or a variant staged by validation) among the newest
+    /// [`MAX_INSTANCES`], dropping the oldest beyond.
+    fn keep_instance(
+        &self,
+        st: &State,
+        map: &mut HashMap<u64, Vec<Arc<Variant>>, key::BuildFx>,
+        fp: u64,
+        v: &Arc<Variant>,
+    ) {
+        Counters::bump(&st.counters.instances);
         let mut instances = st.instances.lock().unwrap();
         instances.push_back((fp, v.clone()));
         if instances.len() > MAX_INSTANCES {
@@ -301,7 +362,18 @@ impl Fragment {
                 st.counters.retired_staged_ops.fetch_add(own * s.compiled.recorded_ops(), Ordering::Relaxed);
             }
         }
-        Some(v)
+    }
+
+    /// Stages `v` with an instance validated by its recording: it leaves the keys (it no
+    /// longer counts against `max_variants`) for the instances' list.
+    pub(super) fn stage_validated(&'static self, st: &State, v: &Arc<Variant>, staged: Staged) {
+        if v.staged.set(Arc::new(staged)).is_err() {
+            return;
+        }
+        st.keys.fetch_sub(1, Ordering::Relaxed);
+        let mut map = st.variants.write().unwrap();
+        let fp = v.key.fingerprint();
+        self.keep_instance(st, &mut map, fp, v);
     }
 }
 
