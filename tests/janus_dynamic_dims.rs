@@ -151,3 +151,36 @@ fn dynamic_dims_false_compiles_every_size() {
     assert_eq!((f.instances, f.compiles), (0, 3), "{}", janus::explain());
     assert!(f.dynamic_dims.is_none());
 }
+
+static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// A host counter: a constant that changes on every call, for reasons other than sizes.
+fn counter() -> f64 {
+    CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) as f64 + 1.0
+}
+
+#[janus(min_ops = 1, speculate = false)]
+fn impure(x: &Tensor) -> Tensor {
+    let y = (x * counter()).exp();
+    y
+}
+
+#[test]
+fn a_constant_that_moves_between_sizes_is_not_taken_for_a_size() {
+    janus::set_self_check(false);
+    // The counter runs 1, 2, 3, ... while sizes change: no two recordings agree, so nothing
+    // compiles and every call sees its own counter, as without the attribute. (A counter that
+    // happened to follow the sizes, 1, 2, 3 at sizes 4, 8, 12, would be taken for `n / 4`:
+    // impure constants are outside the tracing contract, see the README's "Limitations".)
+    for (k, n) in [4usize, 9, 5, 13, 6, 6, 7, 7, 7, 11, 3].into_iter().enumerate() {
+        let before = CALLS.load(std::sync::atomic::Ordering::Relaxed);
+        let x = Tensor::ones([n]) * 0.01;
+        let got = impure(&x).to_vec::<f32>();
+        let c = (before + 1) as f32;
+        assert!(
+            got.iter().all(|v| (v - (0.01 * c).exp()).abs() < 1e-5),
+            "call {k} ({n}): {got:?} vs counter {c}"
+        );
+    }
+    assert_eq!(frag("impure").compiles, 0, "{}", janus::explain());
+}

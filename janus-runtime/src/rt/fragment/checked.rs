@@ -111,6 +111,9 @@ impl Fragment {
                 let _ =
                     run.variant.unstageable.set(format!("diverged from eager execution at a check: {diff}"));
                 run.staged.invalid.store(true, Ordering::Relaxed);
+                if run.staged.shared_replays.is_some() {
+                    self.instance_diverged(self.state(), &run.variant);
+                }
             }
         }
     }

@@ -86,8 +86,7 @@ impl Fragment {
         // (torch.compile's "generalise on the first size change"): the fit with the sibling's
         // graphs is the agreement check, and a steady stream of new sizes would otherwise never
         // see a size twice.
-        let first_size_change = prof.last.is_none()
-            && (self.has_compiled_sibling(st, v) || self.agrees_with_sibling_recording(st, v, &rec));
+        let first_size_change = prof.last.is_none() && self.agrees_with_sibling(st, v, &rec);
         let prev = match prof.last.take() {
             Some(prev) => prev,
             None if first_size_change => {

@@ -50,6 +50,11 @@ pub(super) struct Shapes {
     validate: Option<&'static std::panic::Location<'static>>,
     /// The samples' output kinds (a validating recording must have the same).
     kinds: Vec<OutKind>,
+    /// Whether one recording at a size other than the samples' matched its instance. Until
+    /// then instances are validated like those of a block that reads sizes: two samples fix
+    /// the expressions, a third point confirms them (a constant that moved between the
+    /// samples' calls for another reason, such as a host counter, rarely follows them too).
+    confirmed: AtomicBool,
 }
 
 impl Shapes {
@@ -144,50 +149,46 @@ impl Fragment {
         *st.dims_note.lock().unwrap() = Some(format!("not generalised over sizes: {why}"));
     }
 
-    /// Whether another variant that differs from `v` only in sizes has compiled (and could
-    /// generalise with it).
-    pub(super) fn has_compiled_sibling(&self, st: &State, v: &Variant) -> bool {
-        self.site.dynamic_dims
-            && !v.instance
-            && (st.variants.read().unwrap().values().flatten()).any(|u| {
-                !std::ptr::eq(&**u, v)
-                    && !u.instance
-                    && u.erased == v.erased
-                    && u.staged.get().is_some_and(|s| !s.invalid.load(Ordering::Relaxed))
-            })
-    }
-
-    /// Whether a variant that differs from `v` only in sizes, and has not compiled yet, holds
-    /// a recording that fits `rec` as one template: two recordings at different sizes that
-    /// agree up to their sizes are as good a profile as two at one size.
-    pub(super) fn agrees_with_sibling_recording(&self, st: &State, v: &Variant, rec: &Recorded) -> bool {
+    /// Whether `rec`, the first recording of `v`, fits as one template with a recording of a
+    /// variant that differs from `v` only in sizes: a compiled one's, or a pending one of a
+    /// key still profiling. Two recordings at different sizes that agree up to their sizes are
+    /// as good a profile as two at one size, and a constant that moved between the calls for
+    /// another reason (a host counter) makes them disagree, as two recordings at one size
+    /// would.
+    pub(super) fn agrees_with_sibling(&self, st: &State, v: &Variant, rec: &Recorded) -> bool {
         if !self.site.dynamic_dims || v.instance {
             return false;
         }
         let siblings: Vec<Arc<Variant>> = (st.variants.read().unwrap().values().flatten())
-            .filter(|u| {
-                !std::ptr::eq(&***u, v) && !u.instance && u.erased == v.erased && u.staged.get().is_none()
-            })
+            .filter(|u| !std::ptr::eq(&***u, v) && !u.instance && u.erased == v.erased)
             .cloned()
             .collect();
+        let fits = |u: &Variant,
+                    graph: &crate::graph::Graph,
+                    host: (&[ConstLeaf], &[OutKind], &[bool], &[crate::trace::Decision])| {
+            let same_host = host == (&rec.consts[..], &rec.kinds[..], &rec.asserts[..], &rec.path[..]);
+            let Some((_, _, values)) = pattern(&[&u.leaf_dims, &v.leaf_dims]) else { return false };
+            same_host && crate::graph::generic::Template::fit(&[graph, &rec.graph], &values).is_ok()
+        };
         siblings.iter().any(|u| {
+            if let Some(s) = u.staged.get() {
+                let host = (&s.consts[..], &s.kinds[..], &s.asserts[..], &s.path[..]);
+                return !s.invalid.load(Ordering::Relaxed) && fits(u, s.compiled.recorded_graph(), host);
+            }
             let Ok(prof) = u.profile.try_lock() else { return false };
             let Some(r) = &prof.last else { return false };
-            let same_host = r.consts == rec.consts
-                && r.kinds == rec.kinds
-                && r.asserts == rec.asserts
-                && r.path == rec.path;
-            let Some((_, _, values)) = pattern(&[&u.leaf_dims, &v.leaf_dims]) else { return false };
-            same_host && crate::graph::generic::Template::fit(&[&r.graph, &rec.graph], &values).is_ok()
+            fits(u, &r.graph, (&r.consts[..], &r.kinds[..], &r.asserts[..], &r.path[..]))
         })
     }
 
     fn fit(&self, samples: &[(u64, Arc<Variant>, Arc<Staged>)]) -> Result<Shapes, String> {
         let first = &samples[0].2;
-        if samples
-            .iter()
-            .any(|s| s.2.consts != first.consts || s.2.asserts != first.asserts || s.2.path != first.path)
-        {
+        if samples.iter().any(|s| {
+            s.2.consts != first.consts
+                || s.2.kinds != first.kinds
+                || s.2.asserts != first.asserts
+                || s.2.path != first.path
+        }) {
             return Err("host outputs, asserts or path differ between sizes".into());
         }
         let dims: Vec<&[Vec<usize>]> = samples.iter().map(|s| s.1.leaf_dims.as_slice()).collect();
@@ -226,6 +227,7 @@ impl Fragment {
             replays: Arc::new(AtomicU64::new(0)),
             validate,
             kinds: first.kinds.clone(),
+            confirmed: AtomicBool::new(false),
         })
     }
 
@@ -250,7 +252,7 @@ impl Fragment {
             key::erase_dims(key, leaves)
         };
         let shapes = st.generic.read().unwrap().get(&erased)?.clone();
-        if shapes.validate.is_some() {
+        if shapes.validate.is_some() || !shapes.confirmed.load(Ordering::Relaxed) {
             return None; // the call records, and `validated_instance` compares
         }
         let values = shapes.matches(leaves.iter().map(Tensor::sizes))?;
@@ -317,7 +319,9 @@ impl Fragment {
             return None;
         }
         let shapes = st.generic.read().unwrap().get(&v.erased)?.clone();
-        shapes.validate?;
+        if shapes.validate.is_none() && shapes.confirmed.load(Ordering::Relaxed) {
+            return None;
+        }
         let values = shapes.matches(v.leaf_dims.iter().map(Vec::as_slice))?;
         let host_same = rec.consts == shapes.consts
             && rec.kinds == shapes.kinds
@@ -334,6 +338,7 @@ impl Fragment {
             log::info!(target: "janus", "{} ({}): the recording at sizes {values:?} differs from the instance at {at}; compiling it", self.name(), self.span());
             return None;
         }
+        shapes.confirmed.store(true, Ordering::Relaxed);
         Some(staged)
     }
 
@@ -361,6 +366,16 @@ impl Fragment {
                 st.counters.retired_checks.fetch_add(c, Ordering::Relaxed);
                 st.counters.retired_staged_ops.fetch_add(own * s.compiled.recorded_ops(), Ordering::Relaxed);
             }
+        }
+    }
+
+    /// A check found instance `v` disagreeing with eager execution: its generic variant is
+    /// dropped, so later sizes record and compile again.
+    pub(super) fn instance_diverged(&self, st: &State, v: &Variant) {
+        if st.generic.write().unwrap().remove(&v.erased).is_some() {
+            *st.dims_note.lock().unwrap() = Some(
+                "not generalised over sizes: an instance diverged from eager execution at a check".into(),
+            );
         }
     }
 
