@@ -12,7 +12,9 @@ mod janus;
 /// Options: `profile = N` (recorded calls of a key before it compiles, default 2, at least 2),
 /// `max_variants = N` (keys compiled per block, default 8), `min_ops = N` (smaller blocks stay
 /// eager, default 3), `unroll = bool` (record all-static `for` loops unrolled, default true),
-/// `speculate = bool` (whole-function graphs, default true), `max_failures = N` (failed
+/// `speculate = bool` (whole-function graphs, default true), `dynamic_dims = bool` (keys that
+/// differ only in leaf sizes share one shape-polymorphic graph once two sizes compiled,
+/// default true), `max_failures = N` (failed
 /// speculations before a key stays on the fragment path, default 3) and `dynamic(a, b)` (host
 /// scalars passed to graphs at run time instead of baked in; each name must be a parameter or
 /// local of the function). A misspelt option or name is a compile error.

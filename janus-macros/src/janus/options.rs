@@ -1,5 +1,5 @@
 //! `#[janus(profile = 2, max_variants = 8, min_ops = 3, unroll = true, speculate = true,
-//! dynamic(lr, beta))]`: parsing, and the checks that need the function (`dynamic(..)` names
+//! dynamic_dims = true, dynamic(lr, beta))]`: parsing, and the checks that need the function (`dynamic(..)` names
 //! must be its parameters or locals). Every mistake is a spanned error quoting the user's
 //! syntax, so a typo cannot silently leave a value baked into the graph.
 
@@ -228,10 +228,12 @@ mod tests {
             min_ops = 1,
             unroll = false,
             speculate = true,
+            dynamic_dims = false,
             dynamic(lr, beta)
         ))
         .unwrap();
         assert_eq!((o.profile, o.max_variants, o.min_ops, o.unroll, o.speculate), (3, 4, 1, false, true));
+        assert!(!o.dynamic_dims);
         assert_eq!(o.dynamic.len(), 2);
         assert!(parse(quote!(fast = 1)).unwrap_err().to_string().contains("unknown option `fast`"));
         assert!(parse(quote!(profile = 0)).unwrap_err().to_string().contains("at least 2"));
