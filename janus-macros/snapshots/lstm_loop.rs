@@ -21,6 +21,7 @@ fn lstm(mut m: &Lstm, mut xs: &[Tensor], mut ys: &[Tensor]) -> Tensor {
             speculative: true,
             max_failures: 3u32,
             dynamic_dims: true,
+            has_loop: true,
         });
         let __janus_w_janus_ret = ::janus::__private::Witness::new();
         match __JANUS_FRAGMENT
@@ -58,6 +59,7 @@ fn lstm(mut m: &Lstm, mut xs: &[Tensor], mut ys: &[Tensor]) -> Tensor {
                                 speculative: false,
                                 max_failures: 3u32,
                                 dynamic_dims: true,
+                                has_loop: true,
                             });
                             let __janus_w_janus_tail = ::janus::__private::Witness::new();
                             match __JANUS_FRAGMENT
@@ -100,6 +102,7 @@ fn lstm(mut m: &Lstm, mut xs: &[Tensor], mut ys: &[Tensor]) -> Tensor {
                                                     speculative: false,
                                                     max_failures: 3u32,
                                                     dynamic_dims: true,
+                                                    has_loop: false,
                                                 });
                                                 match __JANUS_FRAGMENT
                                                     .enter(

@@ -21,6 +21,7 @@ fn update<A: Act>(mut self: &mut Self, mut grads: &[Tensor], mut lr: f64) {
             speculative: true,
             max_failures: 3u32,
             dynamic_dims: true,
+            has_loop: true,
         });
         let __janus_w_janus_ret = ::janus::__private::Witness::new();
         match __JANUS_FRAGMENT
@@ -59,6 +60,7 @@ fn update<A: Act>(mut self: &mut Self, mut grads: &[Tensor], mut lr: f64) {
                                 speculative: false,
                                 max_failures: 3u32,
                                 dynamic_dims: true,
+                                has_loop: true,
                             });
                             let __janus_dyn_lr = ::janus::__private::dynamic_scalar(lr);
                             let __janus_w_janus_tail = ::janus::__private::Witness::new();
@@ -102,6 +104,7 @@ fn update<A: Act>(mut self: &mut Self, mut grads: &[Tensor], mut lr: f64) {
                                                     speculative: false,
                                                     max_failures: 3u32,
                                                     dynamic_dims: true,
+                                                    has_loop: false,
                                                 });
                                                 let __janus_dyn_lr = ::janus::__private::dynamic_scalar(lr);
                                                 match __JANUS_FRAGMENT

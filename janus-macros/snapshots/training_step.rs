@@ -26,6 +26,7 @@ fn train_step(
             speculative: true,
             max_failures: 3u32,
             dynamic_dims: true,
+            has_loop: false,
         });
         let __janus_w_janus_ret = ::janus::__private::Witness::new();
         match __JANUS_FRAGMENT
@@ -64,6 +65,7 @@ fn train_step(
                                 speculative: false,
                                 max_failures: 3u32,
                                 dynamic_dims: true,
+                                has_loop: false,
                             });
                             let __janus_w_loss = ::janus::__private::Witness::new();
                             match __JANUS_FRAGMENT
@@ -127,6 +129,7 @@ fn train_step(
                                 speculative: false,
                                 max_failures: 3u32,
                                 dynamic_dims: true,
+                                has_loop: false,
                             });
                             match __JANUS_FRAGMENT
                                 .enter(

@@ -30,6 +30,21 @@ pub(crate) struct Fragment<'a> {
     pub(crate) whole_function: bool,
 }
 
+/// Whether the statements hold a `for` loop, whose trip count may change between calls.
+fn has_for_loop(stmts: &[Stmt]) -> bool {
+    struct Find(bool);
+    impl<'ast> syn::visit::Visit<'ast> for Find {
+        fn visit_expr_for_loop(&mut self, _: &'ast syn::ExprForLoop) {
+            self.0 = true;
+        }
+    }
+    let mut find = Find(false);
+    for s in stmts {
+        syn::visit::Visit::visit_stmt(&mut find, s);
+    }
+    find.0
+}
+
 /// Emits the fragment's statements: the declarations of its exported bindings, the dispatch,
 /// and the rebinding of the exported names.
 // Long by design: one `quote!` template of the whole dispatch, read top to bottom.
@@ -46,6 +61,7 @@ pub(crate) fn fragment(f: Fragment<'_>, ctx: &mut Ctx) -> Vec<Stmt> {
         (&ctx.function, ctx.opts.profile, ctx.opts.max_variants, ctx.opts.min_ops);
     let (speculative, max_failures, dynamic_dims) =
         (f.whole_function, ctx.opts.max_failures, ctx.opts.dynamic_dims);
+    let has_loop = has_for_loop(f.stmts);
     let dynamic: Vec<&Place> = f
         .inputs
         .iter()
@@ -162,6 +178,7 @@ pub(crate) fn fragment(f: Fragment<'_>, ctx: &mut Ctx) -> Vec<Stmt> {
                 speculative: #speculative,
                 max_failures: #max_failures,
                 dynamic_dims: #dynamic_dims,
+                has_loop: #has_loop,
             });
             #(#dyn_decl)*
             #(let #witnesses = ::janus::__private::Witness::new();)*

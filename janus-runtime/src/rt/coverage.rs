@@ -37,11 +37,14 @@ pub enum EagerKind {
     TooSmall,
     /// An input or output whose type cannot be keyed or rebuilt: on purpose.
     Opaque,
+    /// A loop whose trip count changed between calls (or that is too long to unroll) runs on
+    /// the host, its body dispatching to its own staged block per trip.
+    Rolled,
 }
 
 impl EagerKind {
     /// Every kind, in counter order.
-    pub const ALL: [EagerKind; 10] = [
+    pub const ALL: [EagerKind; 11] = [
         EagerKind::Recorded,
         EagerKind::Checked,
         EagerKind::Unstageable,
@@ -52,6 +55,7 @@ impl EagerKind {
         EagerKind::ModeEager,
         EagerKind::TooSmall,
         EagerKind::Opaque,
+        EagerKind::Rolled,
     ];
 
     /// A short label.
@@ -67,6 +71,7 @@ impl EagerKind {
             EagerKind::ModeEager => "mode eager",
             EagerKind::TooSmall => "below min_ops",
             EagerKind::Opaque => "opaque input or output",
+            EagerKind::Rolled => "loop rolled on the host",
         }
     }
 

@@ -166,6 +166,49 @@ pub(crate) fn build(
     Key { words, names, instance }
 }
 
+/// A call's *trip class*: its key with every sequence input (a slice or `Vec`, probed with a
+/// `Len` constant) reduced to the distinct types of its elements, and its dims left out; and
+/// the sequences' lengths. Calls of one class with other lengths differ in a loop's trip
+/// count.
+pub(crate) fn trip_class(inputs: &[Probed], instance: &Instance, mode: super::Mode) -> (u64, Vec<usize>) {
+    let mut h = FxHasher::default();
+    let mut lens = Vec::new();
+    h.write_u64(mode as u64 | (is_grad_enabled() as u64) << 8);
+    instance.hash(&mut h);
+    let header = |t: &Tensor| {
+        let device = match t.device() {
+            crate::Device::Cpu => 0,
+            crate::Device::Cuda(n) => n as u64 + 1,
+        };
+        t.dtype() as u64 | ((t.needs_grad() as u64) << 8) | ((t.rank() as u64) << 16) | (device << 24)
+    };
+    for p in inputs {
+        h.write(p.type_name.as_bytes());
+        h.write_u64(p.grads.is_some() as u64);
+        let mut sequence = false;
+        let mut words = Vec::new();
+        for c in &p.consts {
+            match *c {
+                ConstLeaf::Len(n) => {
+                    sequence = true;
+                    lens.push(n);
+                }
+                _ => const_words(c, &mut words),
+            }
+        }
+        words.iter().for_each(|&x| h.write_u64(x));
+        if sequence {
+            let mut kinds: Vec<u64> = p.leaves.iter().map(header).collect();
+            kinds.sort_unstable();
+            kinds.dedup();
+            kinds.iter().for_each(|&k| h.write_u64(k));
+        } else {
+            p.leaves.iter().for_each(|t| h.write_u64(header(t)));
+        }
+    }
+    (h.finish(), lens)
+}
+
 /// `key` with its leaves' dimension sizes zeroed (ranks kept): what keys that differ only in
 /// sizes share, so a shape-polymorphic variant can serve them. `leaves` are the key's leaves.
 pub(crate) fn erase_dims(key: &Key, leaves: &[Tensor]) -> Key {

@@ -71,6 +71,13 @@ impl Fragment {
 
     pub(super) fn record_finished(&'static self, v: &Arc<Variant>, leaves: &[Tensor], rec: Recorded) {
         let st = self.state();
+        if self.site.has_loop && rec.graph.nodes.len() > ROLL_NODES {
+            let n = rec.graph.nodes.len();
+            return self.unstageable(
+                v,
+                format!("loop too long to unroll ({n} nodes recorded): it runs on the host, its body staged"),
+            );
+        }
         if rec.graph.nodes.len() > MAX_RECORDED_NODES {
             let n = rec.graph.nodes.len();
             return self.unstageable(

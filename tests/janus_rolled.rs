@@ -1,0 +1,105 @@
+//! Loops whose trip count changes between calls run on the host, their body staged once (and
+//! generalised over sizes), instead of one unrolled graph per trip count; so do loops too long
+//! to unroll. Values and gradients equal eager mode's at every call.
+
+use janus::prelude::*;
+
+#[derive(Module, Clone)]
+struct Rnn {
+    wx: Tensor,
+    wh: Tensor,
+    b: Tensor,
+}
+
+impl Rnn {
+    fn new() -> Rnn {
+        Rnn {
+            wx: (Tensor::randn([3, 8]) * 0.3).requires_grad(),
+            wh: (Tensor::randn([8, 8]) * 0.3).requires_grad(),
+            b: Tensor::zeros([8]).requires_grad(),
+        }
+    }
+}
+
+#[janus(min_ops = 1)]
+fn final_state(m: &Rnn, xs: &[Tensor], h0: &Tensor) -> Tensor {
+    let mut h = h0.clone();
+    for t in 0..xs.len() {
+        h = (xs[t].matmul(&m.wx) + h.matmul(&m.wh) + &m.b).tanh();
+    }
+    (&h * h.sigmoid()).sum_all()
+}
+
+fn frag(name: &str) -> Vec<janus::rt::FragmentStats> {
+    janus::stats().function(name).cloned().collect()
+}
+
+fn close(a: &Tensor, b: &Tensor, what: &str) {
+    let (x, y) = (a.to_vec::<f64>(), b.to_vec::<f64>());
+    assert_eq!(x.len(), y.len(), "{what}");
+    for (p, q) in x.iter().zip(&y) {
+        assert!((p - q).abs() <= 1e-5 * (1.0 + q.abs()), "{what}: {p} vs eager {q}");
+    }
+}
+
+fn check(m: &Rnn, t: usize, b: usize, step: usize) {
+    let xs: Vec<Tensor> = (0..t).map(|_| Tensor::randn([b, 3])).collect();
+    let h0 = Tensor::zeros([b, 8]);
+    let got = final_state(m, &xs, &h0);
+    let g = got.backward();
+    let want = janus::with_mode(Mode::Eager, || final_state(m, &xs, &h0));
+    let w = want.backward();
+    close(&got, &want, &format!("step {step} (T={t}, B={b}): value"));
+    for (name, p) in [("wx", &m.wx), ("wh", &m.wh), ("b", &m.b)] {
+        close(g.get(p).unwrap(), w.get(p).unwrap(), &format!("step {step} (T={t}, B={b}): d{name}"));
+    }
+}
+
+#[test]
+fn a_loop_whose_trip_count_varies_runs_on_the_host_with_its_body_staged() {
+    janus::set_self_check(false); // it would hide a wrong replay behind the eager result
+    janus::manual_seed(5);
+    let m = Rnn::new();
+    let stream = [(5, 4), (5, 4), (5, 4), (9, 4), (3, 6), (12, 5), (7, 4), (40, 9), (5, 4), (30, 2), (11, 7)];
+    for (step, &(t, b)) in stream.iter().enumerate() {
+        check(&m, t, b, step);
+    }
+    let explain = janus::explain();
+    let fs = frag("final_state");
+    let by_name =
+        |n: &str| fs.iter().find(|f| f.name == n).unwrap_or_else(|| panic!("no {n}: {explain}")).clone();
+    // T=5 compiles unrolled (the whole function); later trip counts run the loop on the host.
+    assert_eq!(by_name("final_state#fn").compiles, 1, "{explain}");
+    assert_eq!(by_name("final_state#1").compiles, 0, "{explain}");
+    assert!(explain.contains("trip count changed between calls"), "{explain}");
+    // The body compiles twice per kind of `h` (the zero state, then a state with a history),
+    // one batch size each, and makes instances of the rest; nothing compiles per trip count.
+    let body = by_name("final_state#0");
+    assert!(body.compiles <= 4, "{explain}");
+    assert!(body.instances >= 4, "{explain}");
+    assert!(body.hits > 80, "the body replays per trip: {explain}");
+}
+
+#[janus(min_ops = 1, speculate = false)]
+fn long_sum(xs: &[Tensor]) -> Tensor {
+    let mut acc = xs[0].clone();
+    for t in 1..xs.len() {
+        acc = (acc * 0.5 + &xs[t]).tanh();
+    }
+    acc
+}
+
+#[test]
+fn a_loop_too_long_to_unroll_runs_on_the_host() {
+    janus::set_self_check(false);
+    let xs: Vec<Tensor> = (0..6000).map(|k| Tensor::ones([2]) * (k % 7) as f64 * 0.1).collect();
+    for _ in 0..3 {
+        let got = long_sum(&xs);
+        let want = janus::with_mode(Mode::Eager, || long_sum(&xs));
+        close(&got, &want, "6000 trips");
+    }
+    let explain = janus::explain();
+    assert!(explain.contains("loop too long to unroll"), "{explain}");
+    let fs = frag("long_sum");
+    assert!(fs.iter().any(|f| f.hits > 1000), "the body replays per trip: {explain}");
+}
