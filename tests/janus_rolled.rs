@@ -21,6 +21,8 @@ impl Rnn {
     }
 }
 
+// Indexing `xs[t]` is how a staged loop reads a sequence (the body's input is `xs[t]`).
+#[allow(clippy::needless_range_loop)]
 #[janus(min_ops = 1)]
 fn final_state(m: &Rnn, xs: &[Tensor], h0: &Tensor) -> Tensor {
     let mut h = h0.clone();
@@ -60,7 +62,25 @@ fn a_loop_whose_trip_count_varies_runs_on_the_host_with_its_body_staged() {
     janus::set_self_check(false); // it would hide a wrong replay behind the eager result
     janus::manual_seed(5);
     let m = Rnn::new();
-    let stream = [(5, 4), (5, 4), (5, 4), (9, 4), (3, 6), (12, 5), (7, 4), (40, 9), (5, 4), (30, 2), (11, 7)];
+    let stream = [
+        (5, 4),
+        (5, 4),
+        (5, 4),
+        (9, 4),
+        (3, 6),
+        (12, 5),
+        (7, 4),
+        (40, 9),
+        (5, 4),
+        (30, 2),
+        (11, 7),
+        (6, 3),
+        (14, 5),
+        (8, 8),
+        (20, 3),
+        (4, 4),
+        (17, 6),
+    ];
     for (step, &(t, b)) in stream.iter().enumerate() {
         check(&m, t, b, step);
     }
@@ -68,18 +88,20 @@ fn a_loop_whose_trip_count_varies_runs_on_the_host_with_its_body_staged() {
     let fs = frag("final_state");
     let by_name =
         |n: &str| fs.iter().find(|f| f.name == n).unwrap_or_else(|| panic!("no {n}: {explain}")).clone();
-    // T=5 compiles unrolled (the whole function); later trip counts run the loop on the host.
+    // T=5 compiles unrolled (the whole function); 9 and 3 record; from the fourth length on,
+    // the loop runs on the host.
     assert_eq!(by_name("final_state#fn").compiles, 1, "{explain}");
     assert_eq!(by_name("final_state#1").compiles, 0, "{explain}");
-    assert!(explain.contains("trip count changed between calls"), "{explain}");
+    assert!(explain.contains("trip count keeps changing"), "{explain}");
     // The body compiles twice per kind of `h` (the zero state, then a state with a history),
     // one batch size each, and makes instances of the rest; nothing compiles per trip count.
     let body = by_name("final_state#0");
     assert!(body.compiles <= 4, "{explain}");
-    assert!(body.instances >= 4, "{explain}");
-    assert!(body.hits > 80, "the body replays per trip: {explain}");
+    assert!(body.instances >= 3, "{explain}");
+    assert!(body.hits > 100, "the body replays per trip: {explain}");
 }
 
+#[allow(clippy::needless_range_loop)]
 #[janus(min_ops = 1, speculate = false)]
 fn long_sum(xs: &[Tensor]) -> Tensor {
     let mut acc = xs[0].clone();

@@ -46,8 +46,11 @@ const MAX_RECORDED_NODES: usize = 200_000;
 /// count (49 ms for the forward of a 1024-step small LSTM, 440 ms for its first three calls).
 const ROLL_NODES: usize = 16_384;
 
+/// Sequence lengths per trip class that compile unrolled; further lengths run on the host.
+const UNROLLED_LENGTHS: usize = 3;
+
 /// Why a call's loop ran on the host.
-const ROLLED: &str = "trip count changed between calls: the loop runs on the host, its body staged";
+const ROLLED: &str = "trip count keeps changing (over 3 lengths): the loop runs on the host, its body staged";
 
 /// Below this many elements per op, a block of fewer than `min_ops` ops runs eagerly.
 const SMALL_ELEMS: usize = 4096;
@@ -107,10 +110,14 @@ struct State {
     instances: Mutex<VecDeque<(u64, Arc<Variant>)>>,
     /// Why the block's variants did not generalise over sizes, if they tried and failed.
     dims_note: Mutex<Option<String>>,
-    /// Per trip class (see [`key::trip_class`]): the sequence lengths first seen, and whether
-    /// the class's loops run on the host now.
-    trips: Mutex<HashMap<u64, (Vec<usize>, bool)>>,
+    /// Per trip class (see [`key::trip_class`]): the sequence lengths that compile unrolled,
+    /// and whether other lengths' loops run on the host now.
+    trips: Mutex<HashMap<u64, TripLengths>>,
 }
+
+/// A trip class's sequence lengths that compiled unrolled, and whether its loops run on the
+/// host now.
+type TripLengths = (Vec<Vec<usize>>, bool);
 
 /// An input's name, constants and leaf shapes (to name the input that changes between keys).
 type InputSignature = (&'static str, Vec<ConstLeaf>, Vec<Vec<usize>>);
@@ -411,9 +418,10 @@ impl Fragment {
         Scope { frag: self, kind, _ops: OpScope::open(counter) }
     }
 
-    /// Whether this new key's loop runs on the host: its trip class was seen before with other
-    /// sequence lengths (the trip count varies), and compiling one unrolled graph per length
-    /// would cost a compile per call. Earlier keys keep their graphs.
+    /// Whether this new key's loop runs on the host: its trip class was seen with more than
+    /// [`UNROLLED_LENGTHS`] sequence lengths (the trip count keeps changing), and compiling
+    /// one unrolled graph per length would cost a compile per call. Earlier keys keep their
+    /// graphs; a few lengths (buckets) stay unrolled.
     #[inline(never)]
     fn rolled(&self, st: &State, inputs: &[Probed], instance: Instance, mode: Mode) -> bool {
         let (class, lens) = key::trip_class(inputs, &instance, mode);
@@ -421,12 +429,16 @@ impl Fragment {
             return false;
         }
         let mut trips = st.trips.lock().unwrap();
-        let entry = trips.entry(class).or_insert_with(|| (lens.clone(), false));
-        if !entry.1 && entry.0 != lens {
-            entry.1 = true;
-            log::info!(target: "janus", "{} ({}): {ROLLED}", self.name(), self.span());
+        let (seen, rolled) = trips.entry(class).or_default();
+        if !*rolled && !seen.contains(&lens) {
+            if seen.len() < UNROLLED_LENGTHS {
+                seen.push(lens.clone());
+            } else {
+                *rolled = true;
+                log::info!(target: "janus", "{} ({}): {ROLLED}", self.name(), self.span());
+            }
         }
-        entry.1
+        *rolled && !seen.contains(&lens)
     }
 
     fn lookup(&self, st: &State, fp: u64, key: &Key) -> Option<Arc<Variant>> {
