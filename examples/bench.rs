@@ -15,6 +15,7 @@
 //! cargo run --release --example bench -- --only unroll  # what unrolling a loop costs to compile
 //! cargo run --release --example bench -- --only hit     # the cost of one replay of a tiny block
 //! cargo run --release --example bench -- --only dims    # one generic graph vs one per batch size
+//! cargo run --release --example bench -- --only stream  # an LSTM LM over varying T and B
 //! ```
 //!
 //! The LSTM step is the `shared/refbench` workload (T=32, B=32, V=65, H=128, plain SGD lr 0.1);
@@ -378,6 +379,8 @@ enum Workload {
     Unroll,
     /// Shape-polymorphic variants against one graph per batch size.
     Dims,
+    /// An LSTM LM stream of varying sequence lengths and batch sizes.
+    Stream,
     /// The cost of one replay of a tiny block.
     Hit,
 }
@@ -392,8 +395,13 @@ fn main() {
     // Without `--only`: every workload (not the unrolling or replay costs).
     let run = |w: Workload| match args.only {
         Some(only) => only == w,
-        None => !matches!(w, Workload::Unroll | Workload::Hit | Workload::Dims),
+        None => !matches!(w, Workload::Unroll | Workload::Hit | Workload::Dims | Workload::Stream),
     };
+    if run(Workload::Stream) {
+        let (steps, shapes, repeats) = if quick { (12, 2, 2) } else { (300, 6, 5) };
+        bench_dims::stream_cost(steps, shapes, repeats);
+        return;
+    }
     if run(Workload::Dims) {
         bench_dims::dims_cost(if quick { 2 } else { 15 });
         return;

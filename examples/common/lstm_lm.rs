@@ -147,6 +147,10 @@ macro_rules! janus_sgd_step {
 janus_sgd_step!(janus_sgd_step,);
 janus_sgd_step!(janus_sgd_step_fragments, speculate = false);
 janus_sgd_step!(janus_sgd_step_host_loop, unroll = false, speculate = false);
+// The same step for streams of varying lengths and batches (the bench's `--only stream`), with
+// fragment statistics of its own; `..._per_shape` compiles one graph per shape.
+janus_sgd_step!(janus_sgd_step_stream, max_variants = 64);
+janus_sgd_step!(janus_sgd_step_per_shape, dynamic_dims = false, max_variants = 64);
 
 /// The step with gradient clipping (`clip_grad_norm_` at 5.0 written as a host decision): the
 /// decision is an assert of the speculated graph.

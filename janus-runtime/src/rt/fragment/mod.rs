@@ -341,7 +341,10 @@ impl Fragment {
                 key::recycle(key);
                 v
             }
-            None if self.site.has_loop && self.rolled(st, &inputs, instance, mode) => {
+            None if self.site.has_loop
+                && self.site.dynamic_dims
+                && self.rolled(st, &inputs, instance, mode) =>
+            {
                 key::recycle(key);
                 return plain(ROLLED, EagerKind::Rolled);
             }

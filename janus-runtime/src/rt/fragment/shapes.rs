@@ -7,9 +7,9 @@
 //! expression of them. A later key whose sizes match the pattern gets an *instance*: its
 //! templates filled in and lowered, without recording, derivation or optimisation.
 //!
-//! Guards: fixed dims must keep their size, the dims of one symbol must stay equal, and every
-//! symbol must be at least 2 (a size of 1 broadcasts, which the graphs did not do). A key that
-//! fails them records and compiles as before. Statements that read a tensor's dims on the host
+//! Guards: fixed dims must keep their size, and the dims of one symbol must stay equal. A key
+//! that fails them records and compiles as before. A symbol of 1 (which broadcasts, or makes a
+//! `squeeze()` drop the dim) gets its instance only after a recording at that size matched it. Statements that read a tensor's dims on the host
 //! (`dims()`, `shape()`, `numel()`) are not generalised at all: the value read could have
 //! become anything, which the fit cannot see.
 
@@ -59,13 +59,15 @@ pub(super) struct Shapes {
 
 impl Shapes {
     /// The symbol values for leaves of these dims, if they match the pattern.
+    /// (A symbol may be 1 here; such an instance must be validated by a recording, see
+    /// [`Fragment::validated_instance`].)
     fn matches<'a>(&self, leaves: impl Iterator<Item = &'a [usize]>) -> Option<Vec<usize>> {
         let mut values = vec![0; self.symbols];
         for (dims, pat) in leaves.zip(&self.pattern) {
             for (&d, p) in dims.iter().zip(pat) {
                 match *p {
                     DimPat::Fixed(n) if n != d => return None,
-                    DimPat::Sym(s) if d < 2 || (values[s] != 0 && values[s] != d) => return None,
+                    DimPat::Sym(s) if d == 0 || (values[s] != 0 && values[s] != d) => return None,
                     DimPat::Sym(s) => values[s] = d,
                     DimPat::Fixed(_) => {}
                 }
@@ -256,6 +258,9 @@ impl Fragment {
             return None; // the call records, and `validated_instance` compares
         }
         let values = shapes.matches(leaves.iter().map(Tensor::sizes))?;
+        if values.contains(&1) {
+            return None; // a size of 1: validated by a recording
+        }
         let staged = self.make_instance(st, &shapes, &values)?;
         let v = Arc::new(Variant {
             staged: OnceLock::from(Arc::new(staged)),
@@ -319,10 +324,10 @@ impl Fragment {
             return None;
         }
         let shapes = st.generic.read().unwrap().get(&v.erased)?.clone();
-        if shapes.validate.is_none() && shapes.confirmed.load(Ordering::Relaxed) {
+        let values = shapes.matches(v.leaf_dims.iter().map(Vec::as_slice))?;
+        if shapes.validate.is_none() && shapes.confirmed.load(Ordering::Relaxed) && !values.contains(&1) {
             return None;
         }
-        let values = shapes.matches(v.leaf_dims.iter().map(Vec::as_slice))?;
         let host_same = rec.consts == shapes.consts
             && rec.kinds == shapes.kinds
             && rec.asserts == shapes.asserts
@@ -338,7 +343,9 @@ impl Fragment {
             log::info!(target: "janus", "{} ({}): the recording at sizes {values:?} differs from the instance at {at}; compiling it", self.name(), self.span());
             return None;
         }
-        shapes.confirmed.store(true, Ordering::Relaxed);
+        if !values.contains(&1) {
+            shapes.confirmed.store(true, Ordering::Relaxed);
+        }
         Some(staged)
     }
 
@@ -421,7 +428,7 @@ mod tests {
     }
 
     #[test]
-    fn a_dim_that_was_one_is_not_generalised() {
+    fn a_dim_that_was_one_in_a_sample_is_not_generalised() {
         let a = vec![vec![1, 4]];
         let b = vec![vec![5, 4]];
         assert!(pattern(&[&a, &b]).is_none());
