@@ -125,3 +125,45 @@ fn a_loop_too_long_to_unroll_runs_on_the_host() {
     let fs = frag("long_sum");
     assert!(fs.iter().any(|f| f.hits > 1000), "the body replays per trip: {explain}");
 }
+
+#[allow(clippy::needless_range_loop)]
+#[janus(min_ops = 1, speculate = false)]
+fn rnn_loss_f64(wx: &Tensor, wh: &Tensor, xs: &[Tensor]) -> Tensor {
+    let mut h = xs[0].matmul(wx).tanh();
+    for t in 1..xs.len() {
+        h = (xs[t].matmul(wx) + h.matmul(wh)).tanh();
+    }
+    h.square().sum_all()
+}
+
+#[test]
+fn gradients_through_a_rolled_loop_match_finite_differences_in_f64() {
+    janus::set_self_check(false);
+    janus::manual_seed(9);
+    let wx = (Tensor::randn_dtype([3, 4], DType::F64) * 0.5).requires_grad();
+    let wh = (Tensor::randn_dtype([4, 4], DType::F64) * 0.5).requires_grad();
+    // Five trip counts: from the fourth on, the loop runs on the host with its body staged.
+    for (k, t) in [3usize, 4, 5, 6, 7, 6, 8].into_iter().enumerate() {
+        let xs: Vec<Tensor> = (0..t).map(|_| Tensor::randn_dtype([2, 3], DType::F64)).collect();
+        let g = rnn_loss_f64(&wx, &wh, &xs).backward();
+        let f = |w: &[f64], which: usize| {
+            let p = Tensor::from_vec(w.to_vec(), if which == 0 { [3, 4] } else { [4, 4] });
+            let (a, b) = if which == 0 { (&p, &wh) } else { (&wx, &p) };
+            janus::with_mode(Mode::Eager, || no_grad(|| rnn_loss_f64(a, b, &xs))).to_vec::<f64>()[0]
+        };
+        for (which, w) in [&wx, &wh].into_iter().enumerate() {
+            let base = w.to_vec::<f64>();
+            let analytic = g.get(w).unwrap().to_vec::<f64>();
+            for i in 0..base.len() {
+                let (mut up, mut down) = (base.clone(), base.clone());
+                up[i] += 1e-6;
+                down[i] -= 1e-6;
+                let numeric = (f(&up, which) - f(&down, which)) / 2e-6;
+                let err = (analytic[i] - numeric).abs() / (1.0 + numeric.abs());
+                assert!(err < 1e-6, "call {k} (T={t}), weight {which}[{i}]: {} vs {numeric}", analytic[i]);
+            }
+        }
+    }
+    let explain = janus::explain();
+    assert!(explain.contains("trip count keeps changing"), "{explain}");
+}
