@@ -49,6 +49,27 @@ const ROLL_NODES: usize = 16_384;
 /// Sequence lengths per trip class that compile unrolled; further lengths run on the host.
 const UNROLLED_LENGTHS: usize = 3;
 
+thread_local! {
+    /// Calls on this thread running their statements because their loop rolled.
+    static ROLLING: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// Marks a rolled call's statements as running (also when they panic).
+struct RollingGuard;
+
+impl RollingGuard {
+    fn enter() -> RollingGuard {
+        ROLLING.set(ROLLING.get() + 1);
+        RollingGuard
+    }
+}
+
+impl Drop for RollingGuard {
+    fn drop(&mut self) {
+        ROLLING.set(ROLLING.get() - 1);
+    }
+}
+
 /// Why a call's loop ran on the host.
 const ROLLED: &str = "trip count keeps changing (over 3 lengths): the loop runs on the host, its body staged";
 
@@ -248,7 +269,13 @@ pub struct Scope {
 
 enum ScopeKind {
     Plain,
-    Recording { variant: Arc<Variant>, guard: RecordingGuard, leaves: Vec<Tensor> },
+    /// The statements of a call whose loop rolled: blocks inside roll at their second length.
+    Rolled(RollingGuard),
+    Recording {
+        variant: Arc<Variant>,
+        guard: RecordingGuard,
+        leaves: Vec<Tensor>,
+    },
     Check(CheckRun),
 }
 
@@ -346,7 +373,8 @@ impl Fragment {
                 && self.rolled(st, &inputs, instance, mode) =>
             {
                 key::recycle(key);
-                return plain(ROLLED, EagerKind::Rolled);
+                st.counters.eager(EagerKind::Rolled, ROLLED);
+                return Enter::Body(self.scope(ScopeKind::Rolled(RollingGuard::enter()), EagerKind::Rolled));
             }
             None => match self.instance_for(st, fp, &key, &leaves, &inputs) {
                 Some(v) => v,
@@ -431,10 +459,13 @@ impl Fragment {
         if lens.is_empty() {
             return false;
         }
+        // Inside a call whose own loop rolled (its lengths vary), a block's loop over another
+        // length rolls at its second length: a fixed length (a loop over layers) still unrolls.
+        let unrolled = if ROLLING.get() > 0 { 1 } else { UNROLLED_LENGTHS };
         let mut trips = st.trips.lock().unwrap();
         let (seen, rolled) = trips.entry(class).or_default();
         if !*rolled && !seen.contains(&lens) {
-            if seen.len() < UNROLLED_LENGTHS {
+            if seen.len() < unrolled {
                 seen.push(lens.clone());
             } else {
                 *rolled = true;
@@ -499,7 +530,7 @@ impl Scope {
         let Scope { frag, kind, _ops } = self;
         let st = frag.state();
         match kind {
-            ScopeKind::Plain => {}
+            ScopeKind::Plain | ScopeKind::Rolled(_) => {}
             ScopeKind::Recording { variant, guard, leaves } => {
                 if let Some(p) = outputs.iter().find(|p| p.opaque.is_some()) {
                     let why = format!("output `{}` cannot be rebuilt: {}", p.name, p.opaque.unwrap());
