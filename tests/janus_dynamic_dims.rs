@@ -63,6 +63,7 @@ fn a_training_step_over_changing_batch_sizes_equals_eager_with_two_compiles() {
     // validated by a recording too, which differs (a sum's gradient broadcasts [1, 3] to
     // itself, which records nothing), so it compiles.
     assert_eq!((f.compiles, f.instances), (3, 7), "{explain}");
+    assert!(f.hits >= 8, "the compiled graphs and instances replayed: {explain}");
     assert!(explain.contains("instance(s)"), "{explain}");
 }
 
@@ -85,8 +86,8 @@ fn a_size_of_one_broadcasts_and_never_replays_an_unvalidated_instance() {
     for (n, m) in [(2, 2), (2, 2), (2, 2), (5, 5), (5, 5), (5, 5), (7, 7), (9, 9)] {
         check(n, m);
     }
-    let instances = frag("add_rows").instances;
-    assert!(instances >= 2, "{}", janus::explain());
+    let f = frag("add_rows");
+    assert!(f.instances >= 2 && f.hits >= 4, "{}", janus::explain());
     // `b` with one row broadcasts: the symbol's dims differ, so no instance serves it.
     for (n, m) in [(4, 1), (4, 1), (4, 1), (6, 1), (1, 4), (3, 3), (1, 1), (1, 1), (1, 1)] {
         check(n, m);
@@ -113,6 +114,7 @@ fn a_size_read_on_the_host_is_validated_by_a_recording_per_size() {
     let f = frag("scaled_by_rows");
     let explain = janus::explain();
     assert_eq!((f.compiles, f.instances), (3, 2), "{explain}");
+    assert!(f.hits >= 3, "{explain}");
     let note = f.dynamic_dims.unwrap_or_default();
     assert!(note.contains("validated by one recording"), "{note}");
 }
@@ -133,7 +135,8 @@ fn size_derived_constants_follow_the_sizes() {
         let want = janus::with_mode(Mode::Eager, || mean_rows(&x, &w));
         assert_same(&mean_rows(&x, &w), &want, &format!("{n} rows"));
     }
-    assert!(frag("mean_rows").instances >= 4, "{}", janus::explain());
+    let f = frag("mean_rows");
+    assert!(f.instances >= 4 && f.hits >= 4, "{}", janus::explain());
 }
 
 #[janus(min_ops = 1, speculate = false, dynamic_dims = false)]
@@ -151,6 +154,7 @@ fn dynamic_dims_false_compiles_every_size() {
     }
     let f = frag("specialised");
     assert_eq!((f.instances, f.compiles), (0, 3), "{}", janus::explain());
+    assert!(f.hits >= 3, "{}", janus::explain());
     assert!(f.dynamic_dims.is_none());
 }
 

@@ -166,4 +166,7 @@ fn gradients_through_a_rolled_loop_match_finite_differences_in_f64() {
     }
     let explain = janus::explain();
     assert!(explain.contains("trip count keeps changing"), "{explain}");
+    let body =
+        frag("rnn_loss_f64").into_iter().find(|f| f.name == "rnn_loss_f64#0").expect("the body's block");
+    assert!(body.hits > 0, "the rolled calls replayed the body's graph: {explain}");
 }

@@ -108,6 +108,12 @@ impl Generic {
         })
     }
 
+    /// The recorded graph at symbol values `values` (what a recording at those sizes must be
+    /// for a validated instance).
+    pub(crate) fn recorded(&self, values: &[usize]) -> Result<crate::graph::Graph, String> {
+        self.recorded.instantiate(values)
+    }
+
     /// The backward executor of an instance (symbol values `values`, its derivative `d`) for
     /// this set of cotangents, and the ops of its derived graph.
     pub(crate) fn backward(

@@ -84,13 +84,18 @@ fn const_words(c: &ConstLeaf, w: &mut Vec<u64>) {
     w.push(v);
 }
 
-fn leaf_words(t: &Tensor, w: &mut Vec<u64>) {
+/// A leaf's dtype, grad flags, rank and device in one word.
+fn leaf_header(t: &Tensor) -> u64 {
     let flags = (t.is_leaf() as u64) | ((t.needs_grad() as u64) << 1);
     let device = match t.device() {
         crate::Device::Cpu => 0,
         crate::Device::Cuda(n) => n as u64 + 1,
     };
-    w.push(t.dtype() as u64 | (flags << 8) | ((t.rank() as u64) << 16) | (device << 24));
+    t.dtype() as u64 | (flags << 8) | ((t.rank() as u64) << 16) | (device << 24)
+}
+
+fn leaf_words(t: &Tensor, w: &mut Vec<u64>) {
+    w.push(leaf_header(t));
     w.extend(t.sizes().iter().map(|&d| d as u64));
 }
 
@@ -175,13 +180,6 @@ pub(crate) fn trip_class(inputs: &[Probed], instance: &Instance, mode: super::Mo
     let mut lens = Vec::new();
     h.write_u64(mode as u64 | (is_grad_enabled() as u64) << 8);
     instance.hash(&mut h);
-    let header = |t: &Tensor| {
-        let device = match t.device() {
-            crate::Device::Cpu => 0,
-            crate::Device::Cuda(n) => n as u64 + 1,
-        };
-        t.dtype() as u64 | ((t.needs_grad() as u64) << 8) | ((t.rank() as u64) << 16) | (device << 24)
-    };
     for p in inputs {
         h.write(p.type_name.as_bytes());
         h.write_u64(p.grads.is_some() as u64);
@@ -198,12 +196,12 @@ pub(crate) fn trip_class(inputs: &[Probed], instance: &Instance, mode: super::Mo
         }
         words.iter().for_each(|&x| h.write_u64(x));
         if sequence {
-            let mut kinds: Vec<u64> = p.leaves.iter().map(header).collect();
+            let mut kinds: Vec<u64> = p.leaves.iter().map(leaf_header).collect();
             kinds.sort_unstable();
             kinds.dedup();
             kinds.iter().for_each(|&k| h.write_u64(k));
         } else {
-            p.leaves.iter().for_each(|t| h.write_u64(header(t)));
+            p.leaves.iter().for_each(|t| h.write_u64(leaf_header(t)));
         }
     }
     (h.finish(), lens)

@@ -71,7 +71,7 @@ impl Drop for RollingGuard {
 }
 
 /// Why a call's loop ran on the host.
-const ROLLED: &str = "trip count keeps changing (over 3 lengths): the loop runs on the host, its body staged";
+const ROLLED: &str = "trip count keeps changing: the loop runs on the host, its body staged";
 
 /// Below this many elements per op, a block of fewer than `min_ops` ops runs eagerly.
 const SMALL_ELEMS: usize = 4096;
@@ -240,6 +240,14 @@ impl Staged {
         let checks = self.counts.checks.load(Ordering::Relaxed) - since.1;
         let panicked = self.counts.panicked.load(Ordering::Relaxed) - since.2;
         (replays - panicked, checks, replays - panicked - checks)
+    }
+
+    /// Moves this variant's statistics into the fragment's (it is being replaced or dropped).
+    fn retire(&self, c: &Counters) {
+        let (h, checks, own) = self.counted();
+        c.retired_hits.fetch_add(h, Ordering::Relaxed);
+        c.retired_checks.fetch_add(checks, Ordering::Relaxed);
+        c.retired_staged_ops.fetch_add(own * self.compiled.recorded_ops(), Ordering::Relaxed);
     }
 
     fn restart_counts(&self) {

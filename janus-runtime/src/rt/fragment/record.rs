@@ -13,11 +13,7 @@ impl Fragment {
         if let Some(s) = v.staged.get() {
             s.counts.panicked.fetch_add(1, Ordering::Relaxed);
             // The statistics of the variant being replaced live on in the fragment's.
-            let (h, c, own) = s.counted();
-            let ops = own * s.compiled.recorded_ops();
-            st.counters.retired_hits.fetch_add(h, Ordering::Relaxed);
-            st.counters.retired_checks.fetch_add(c, Ordering::Relaxed);
-            st.counters.retired_staged_ops.fetch_add(ops, Ordering::Relaxed);
+            s.retire(&st.counters);
         }
         let failures = v.failures.fetch_add(1, Ordering::Relaxed) + 1;
         if failures >= self.max_failures() {
@@ -94,46 +90,34 @@ impl Fragment {
         // graphs is the agreement check, and a steady stream of new sizes would otherwise never
         // see a size twice.
         let first_size_change = prof.last.is_none() && self.agrees_with_sibling(st, v, &rec);
-        let prev = match prof.last.take() {
-            Some(prev) => prev,
-            None if first_size_change => {
-                prof.calls = prof.calls.max(self.site.profile);
-                Recorded {
-                    graph: rec.graph.clone(),
-                    consts: rec.consts.clone(),
-                    kinds: rec.kinds.clone(),
-                    asserts: rec.asserts.clone(),
-                    path: rec.path.clone(),
-                    shape_read: rec.shape_read,
-                }
+        if !first_size_change {
+            let Some(prev) = prof.last.take() else {
+                prof.last = Some(rec);
+                return;
+            };
+            if rec.asserts != prev.asserts || rec.path != prev.path {
+                // A decision went another way: profile again from this recording.
+                prof.last = Some(rec);
+                drop(prof);
+                return self.path_changed(v);
             }
-            None => {
+            if let Some(d) = rec.graph.diff(&prev.graph) {
+                let at = d.span.map(|s| format!("{}:{}", s.file(), s.line())).unwrap_or_else(|| self.span());
+                let what = if d.constant_only {
+                    "constant changed between calls"
+                } else {
+                    "recorded graph changed between calls"
+                };
+                return self.unstageable(v, format!("{what} at {at}"));
+            }
+            if rec.consts != prev.consts || rec.kinds != prev.kinds {
+                return self
+                    .unstageable(v, format!("outputs changed structure between calls at {}", self.span()));
+            }
+            if prof.calls < self.site.profile.max(2) {
                 prof.last = Some(rec);
                 return;
             }
-        };
-        if rec.asserts != prev.asserts || rec.path != prev.path {
-            // A decision went another way: profile again from this recording.
-            prof.last = Some(rec);
-            drop(prof);
-            return self.path_changed(v);
-        }
-        if let Some(d) = rec.graph.diff(&prev.graph) {
-            let at = d.span.map(|s| format!("{}:{}", s.file(), s.line())).unwrap_or_else(|| self.span());
-            let what = if d.constant_only {
-                "constant changed between calls"
-            } else {
-                "recorded graph changed between calls"
-            };
-            return self.unstageable(v, format!("{what} at {at}"));
-        }
-        if rec.consts != prev.consts || rec.kinds != prev.kinds {
-            return self
-                .unstageable(v, format!("outputs changed structure between calls at {}", self.span()));
-        }
-        if prof.calls < self.site.profile.max(2) {
-            prof.last = Some(rec);
-            return;
         }
         let fills = (rec.graph.nodes.iter())
             .filter(|n| matches!(&n.op, crate::graph::NodeOp::Op(crate::ops::Op::Full(_))))

@@ -8,10 +8,13 @@
 //! templates filled in and lowered, without recording, derivation or optimisation.
 //!
 //! Guards: fixed dims must keep their size, and the dims of one symbol must stay equal. A key
-//! that fails them records and compiles as before. A symbol of 1 (which broadcasts, or makes a
-//! `squeeze()` drop the dim) gets its instance only after a recording at that size matched it. Statements that read a tensor's dims on the host
-//! (`dims()`, `shape()`, `numel()`) are not generalised at all: the value read could have
-//! become anything, which the fit cannot see.
+//! that fails them records and compiles as before. Some instances are *validated*: the call
+//! runs its statements once, recorded, and gets the instance only if the recording is the
+//! instance's recorded graph exactly. That holds for the first instance of each generic
+//! variant (a third size confirms the expressions), for a symbol of 1 (which broadcasts, and
+//! library code may record less there), and for every new size of a block whose user code
+//! reads sizes on the host (`dims()`, `shape()`, `numel()`: the value read could have become
+//! anything, which the fit cannot see).
 
 use super::*;
 use crate::compile::Generic;
@@ -246,14 +249,15 @@ impl Fragment {
         if !self.site.dynamic_dims {
             return None;
         }
-        let erased = {
+        let (erased, shapes) = {
             let generic = st.generic.read().unwrap();
             if generic.is_empty() {
                 return None;
             }
-            key::erase_dims(key, leaves)
+            let erased = key::erase_dims(key, leaves);
+            let shapes = generic.get(&erased)?.clone();
+            (erased, shapes)
         };
-        let shapes = st.generic.read().unwrap().get(&erased)?.clone();
         if shapes.validate.is_some() || !shapes.confirmed.load(Ordering::Relaxed) {
             return None; // the call records, and `validated_instance` compares
         }
@@ -335,14 +339,16 @@ impl Fragment {
         if !host_same {
             return None;
         }
-        let mut staged = self.make_instance(st, &shapes, &values)?;
-        // It stays a block that reads sizes, should it become a sample of a later fit.
-        staged.shape_read = rec.shape_read;
-        if let Some(d) = staged.compiled.recorded_graph().diff(&rec.graph) {
+        // The recorded graph first: lowering the instance is wasted if it differs.
+        let recorded = shapes.generic.recorded(&values).ok()?;
+        if let Some(d) = recorded.diff(&rec.graph) {
             let at = d.span.map(|s| format!("{}:{}", s.file(), s.line())).unwrap_or_else(|| self.span());
             log::info!(target: "janus", "{} ({}): the recording at sizes {values:?} differs from the instance at {at}; compiling it", self.name(), self.span());
             return None;
         }
+        let mut staged = self.make_instance(st, &shapes, &values)?;
+        // It stays a block that reads sizes, should it become a sample of a later fit.
+        staged.shape_read = rec.shape_read;
         if !values.contains(&1) {
             shapes.confirmed.store(true, Ordering::Relaxed);
         }
@@ -367,11 +373,7 @@ impl Fragment {
                 vs.retain(|u| !Arc::ptr_eq(u, &old));
             }
             if let Some(s) = old.staged.get() {
-                // Its statistics live on in the fragment's.
-                let (h, c, own) = s.counted();
-                st.counters.retired_hits.fetch_add(h, Ordering::Relaxed);
-                st.counters.retired_checks.fetch_add(c, Ordering::Relaxed);
-                st.counters.retired_staged_ops.fetch_add(own * s.compiled.recorded_ops(), Ordering::Relaxed);
+                s.retire(&st.counters); // its statistics live on in the fragment's
             }
         }
     }
