@@ -8,7 +8,7 @@
 use crate::dtype::Float;
 use crate::elementwise::{BinaryOp, CmpOp, UnaryOp};
 use crate::simd_math::with_best_simd;
-use crate::strided::{Src, StridedReader};
+use crate::strided::{RowSum, Src, StridedReader, SumPlan, combine_parts};
 use rayon::prelude::*;
 use smallvec::SmallVec;
 use std::cell::RefCell;
@@ -234,17 +234,149 @@ fn run_range<T: Scratch>(prog: &Program, readers: &[Reader<T>], start: usize, mu
         while done < n {
             let len = TILE.min(n - done);
             run_tile(prog, readers, start + done, len, regs);
-            for (o, &r) in outputs.iter_mut().zip(&prog.outputs) {
-                let src = &regs[r as usize * TILE..r as usize * TILE + len];
-                match o {
-                    Output::Float(s) => s[done..done + len].copy_from_slice(src),
-                    Output::Bool(s) => {
-                        s[done..done + len].iter_mut().zip(src).for_each(|(d, &v)| *d = v != T::ZERO);
-                    }
-                    Output::Int(s) => {
-                        s[done..done + len].iter_mut().zip(src).for_each(|(d, &v)| *d = v.to_f64() as i64);
-                    }
-                }
+            store(prog, regs, &mut outputs, done, len);
+            done += len;
+        }
+    });
+}
+
+/// Copies a tile's output registers into positions `at..at + len` of the outputs.
+fn store<T: Float>(prog: &Program, regs: &[T], outputs: &mut Outputs<T>, at: usize, len: usize) {
+    for (o, &r) in outputs.iter_mut().zip(&prog.outputs) {
+        let src = &regs[r as usize * TILE..r as usize * TILE + len];
+        match o {
+            Output::Float(s) => s[at..at + len].copy_from_slice(src),
+            Output::Bool(s) => {
+                s[at..at + len].iter_mut().zip(src).for_each(|(d, &v)| *d = v != T::ZERO);
+            }
+            Output::Int(s) => {
+                s[at..at + len].iter_mut().zip(src).for_each(|(d, &v)| *d = v.to_f64() as i64);
+            }
+        }
+    }
+}
+
+/// A sum of one register over the program's shape, accumulated while the program runs (a
+/// reduction fused into the elementwise group that feeds it, so the summed values are never
+/// stored). `out` is contiguous over the kept dimensions; `strides` maps each dimension of
+/// the program's shape into it, 0 where summed.
+pub struct SumOut<'a, T> {
+    /// The register summed.
+    pub reg: Reg,
+    /// Per program dimension, the stride into `out` (0 where summed).
+    pub strides: &'a [usize],
+    /// The sums (overwritten).
+    pub out: &'a mut [T],
+}
+
+/// [`run`], also summing registers into `sums`, in [`sum_dims`](crate::strided::sum_dims)'s
+/// order (the same bits as an eager sum of the stored result). The fixed parts of the sums
+/// ([`SumPlan::parts`]) run in parallel when allowed, each with its own accumulators, added
+/// pairwise ([`combine_parts`]).
+///
+/// `span` runs only some of the parts (an executor's half of the step): the outputs then hold
+/// the positions of those parts only, and each sum the pairwise total of its parts.
+pub fn run_summing<T: Scratch>(
+    prog: &Program,
+    shape: &[usize],
+    inputs: &[Input<T>],
+    outputs: Outputs<'_, T>,
+    sums: &mut [SumOut<'_, T>],
+    span: Option<std::ops::Range<usize>>,
+) {
+    let n: usize = shape.iter().product();
+    if n == 0 {
+        // Nothing to run; sums over an empty dimension are zeros.
+        sums.iter_mut().for_each(|s| s.out.fill(T::ZERO));
+        return;
+    }
+    // Every sum keeps the first dimension, or every sum reduces it (see `SumPlan::parts`).
+    let keeps_rows = |s: &SumOut<T>| s.strides.first().is_none_or(|&st| st != 0);
+    let rows = sums.iter().all(keeps_rows).then(|| shape.first().copied().unwrap_or(1));
+    assert!(rows.is_some() || !sums.iter().any(keeps_rows), "fused: sums that keep and reduce dim 0");
+    let (count, chunk) = SumPlan::parts(n, rows);
+    let span = span.unwrap_or(0..count);
+    assert!(span.end <= count && !span.is_empty(), "fused: parts {span:?} of {count}");
+    let (lo, hi) = ((span.start * chunk).min(n), (span.end * chunk).min(n));
+    if sums.is_empty() && span.len() == count {
+        return run(prog, shape, inputs, outputs);
+    }
+    assert!(outputs.iter().all(|o| o.len() == hi - lo), "fused: output length mismatch");
+    assert_eq!(outputs.len(), prog.outputs.len(), "fused: output count mismatch");
+    let plans: SmallVec<[(Reg, SumPlan); 2]> = sums
+        .iter_mut()
+        .map(|s| {
+            assert_eq!(s.strides.len(), shape.len(), "fused: one sum stride per dimension");
+            s.out.fill(T::ZERO);
+            (s.reg, SumPlan::new(shape, s.strides))
+        })
+        .collect();
+    let readers: SmallVec<[Reader<T>; 4]> = inputs
+        .iter()
+        .map(|i| match i {
+            Input::Float(s) => Reader::Float(StridedReader::new(shape, *s)),
+            Input::Bool(s) => Reader::Bool(StridedReader::new(shape, *s)),
+        })
+        .collect();
+    if count == 1 {
+        // One part accumulates straight into the results, as `sum_dims` does.
+        let mut accs: SmallVec<[&mut [T]; 2]> = sums.iter_mut().map(|s| &mut *s.out).collect();
+        sum_part(prog, &readers, &plans, 0..n, outputs, &mut accs);
+        return;
+    }
+    // Per part: its slices of the stored results, and accumulators of its own.
+    type Task<'o, T> = (usize, Outputs<'o, T>, Vec<Vec<T>>);
+    let mut tasks: Vec<Task<T>> = span
+        .clone()
+        .map(|k| (k, SmallVec::new(), sums.iter().map(|s| vec![T::ZERO; s.out.len()]).collect()))
+        .collect();
+    for o in outputs {
+        match o {
+            Output::Float(s) => {
+                s.chunks_mut(chunk).zip(&mut tasks).for_each(|(c, t)| t.1.push(Output::Float(c)))
+            }
+            Output::Bool(s) => {
+                s.chunks_mut(chunk).zip(&mut tasks).for_each(|(c, t)| t.1.push(Output::Bool(c)))
+            }
+            Output::Int(s) => s.chunks_mut(chunk).zip(&mut tasks).for_each(|(c, t)| t.1.push(Output::Int(c))),
+        }
+    }
+    let work = |(k, outs, accs): &mut Task<T>| {
+        let mut accs: SmallVec<[&mut [T]; 2]> = accs.iter_mut().map(|a| &mut a[..]).collect();
+        let part = *k * chunk..((*k + 1) * chunk).min(n);
+        sum_part(prog, &readers, &plans, part, std::mem::take(outs), &mut accs);
+    };
+    if crate::parallel::allowed() {
+        tasks.par_iter_mut().for_each(work);
+    } else {
+        tasks.iter_mut().for_each(work);
+    }
+    for (j, s) in sums.iter_mut().enumerate() {
+        let parts: SmallVec<[&[T]; 4]> = tasks.iter().map(|t| &t.2[j][..]).collect();
+        combine_parts(&parts, s.out);
+    }
+}
+
+/// Runs positions `part` of the program, storing into `outs` (which start at `part.start`) and
+/// summing into `accs`, one per plan.
+fn sum_part<T: Scratch>(
+    prog: &Program,
+    readers: &[Reader<T>],
+    plans: &[(Reg, SumPlan)],
+    part: std::ops::Range<usize>,
+    mut outs: Outputs<'_, T>,
+    accs: &mut [&mut [T]],
+) {
+    let mut states: SmallVec<[RowSum<T>; 2]> = SmallVec::from_elem(RowSum::default(), plans.len());
+    T::with_scratch(prog.num_regs as usize * TILE, |regs| {
+        let mut done = part.start;
+        while done < part.end {
+            let len = TILE.min(part.end - done);
+            run_tile(prog, readers, done, len, regs);
+            store(prog, regs, &mut outs, done - part.start, len);
+            for (((reg, plan), acc), state) in plans.iter().zip(accs.iter_mut()).zip(&mut states) {
+                let r = *reg as usize * TILE;
+                plan.add(part.clone(), done, &regs[r..r + len], acc, state);
             }
             done += len;
         }
@@ -548,6 +680,118 @@ mod tests {
             assert!((o0[i] - want).abs() < 1e-6);
             assert_eq!(o1[i], if x > 0.0 { x } else { 0.5 * x });
             assert_eq!(o2[i], x > 0.0);
+        }
+    }
+
+    /// `x * 2 + b` (b broadcast over dim 0), stored, and summed over every subset of dims:
+    /// the same bits as `sum_dims` on the stored result (the eager sum), in and out of parallel
+    /// runs, for small and large shapes whose rows cross tiles and parts.
+    #[test]
+    fn sums_give_the_bits_of_sum_dims_on_the_stored_result() {
+        let prog = Program {
+            instrs: vec![
+                Instr::Load { dst: 0, input: 0 },
+                Instr::Load { dst: 1, input: 1 },
+                Instr::BinaryConst {
+                    dst: 2,
+                    f: FBinary::Op(BinaryOp::Mul),
+                    a: 0,
+                    c: 2f64.to_bits(),
+                    const_left: false,
+                },
+                Instr::Binary { dst: 3, f: FBinary::Op(BinaryOp::Add), a: 2, b: 1 },
+            ],
+            num_regs: 4,
+            outputs: vec![3],
+        };
+        for shape in [[3, 5, 7], [7, 5, 301], [2, 1, 33], [64, 16, 97], [5, 3, 5000], [1, 1, 70_001]] {
+            let n: usize = shape.iter().product();
+            let a: Vec<f32> = (0..n).map(|i| ((i * 7919 % 2003) as f32 - 1000.0) / 97.0).collect();
+            let b: Vec<f32> = (0..shape[1] * shape[2]).map(|i| (i % 13) as f32 * 0.37).collect();
+            let (sa, sb) = ([shape[1] * shape[2], shape[2], 1], [0, shape[2], 1]);
+            for mask in 0..8u32 {
+                let reduce: Vec<bool> = (0..3).map(|d| mask & (1 << d) != 0).collect();
+                let mut strides = [0usize; 3];
+                let mut m = 1;
+                for d in (0..3).rev() {
+                    if !reduce[d] {
+                        strides[d] = m;
+                        m *= shape[d];
+                    }
+                }
+                for parallel in [false, true] {
+                    let mut stored = vec![0.0f32; n];
+                    let mut sum = vec![f32::NAN; m];
+                    let mut go = || {
+                        run_summing(
+                            &prog,
+                            &shape,
+                            &[Input::Float(Src::new(&a, &sa, 0)), Input::Float(Src::new(&b, &sb, 0))],
+                            smallvec::smallvec![Output::Float(&mut stored)],
+                            &mut [SumOut { reg: 3, strides: &strides, out: &mut sum }],
+                            None,
+                        )
+                    };
+                    if parallel {
+                        go()
+                    } else {
+                        crate::parallel::serial(go)
+                    }
+                    let mut want = vec![0.0f32; m];
+                    crate::strided::sum_dims(&shape, Src::new(&stored, &sa, 0), &reduce, &mut want);
+                    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                    assert_eq!(bits(&sum), bits(&want), "{shape:?} reduce {reduce:?} parallel {parallel}");
+                    for (i, x) in stored.iter().enumerate() {
+                        assert_eq!(*x, a[i] * 2.0 + b[i % (shape[1] * shape[2])]);
+                    }
+                    // Two halves of the parts (as an executor splits the step), then their sum.
+                    let (count, chunk) = SumPlan::parts(n, None);
+                    if count == 4 && reduce[0] {
+                        let mut halves = [vec![0.0f32; m], vec![0.0f32; m]];
+                        let mut again = vec![0.0f32; n];
+                        let (lo, hi) = again.split_at_mut(2 * chunk);
+                        for (h, (out, half)) in [lo, hi].into_iter().zip(&mut halves).enumerate() {
+                            run_summing(
+                                &prog,
+                                &shape,
+                                &[Input::Float(Src::new(&a, &sa, 0)), Input::Float(Src::new(&b, &sb, 0))],
+                                smallvec::smallvec![Output::Float(out)],
+                                &mut [SumOut { reg: 3, strides: &strides, out: half }],
+                                Some(2 * h..2 * h + 2),
+                            );
+                        }
+                        let total: Vec<f32> = halves[0].iter().zip(&halves[1]).map(|(x, y)| x + y).collect();
+                        assert_eq!(bits(&total), bits(&want), "{shape:?} reduce {reduce:?}: halves");
+                        assert_eq!(again, stored);
+                    }
+                    // Row halves (as an executor splits a step whose sums keep dim 0).
+                    if !reduce[0] {
+                        let (h, row) = (shape[0] / 2, shape[1] * shape[2]);
+                        let per_row = m / shape[0];
+                        for (r0, rows) in [(0, h), (h, shape[0] - h)] {
+                            let mut part = vec![0.0f32; rows * per_row];
+                            let mut out = vec![0.0f32; rows * row];
+                            run_summing(
+                                &prog,
+                                &[rows, shape[1], shape[2]],
+                                &[
+                                    Input::Float(Src::new(&a, &sa, r0 * row)),
+                                    Input::Float(Src::new(&b, &sb, 0)),
+                                ],
+                                smallvec::smallvec![Output::Float(&mut out)],
+                                &mut [SumOut { reg: 3, strides: &strides, out: &mut part }],
+                                None,
+                            );
+                            let whole = &want[r0 * per_row..(r0 + rows) * per_row];
+                            assert_eq!(
+                                bits(&part),
+                                bits(whole),
+                                "{shape:?} reduce {reduce:?}: rows from {r0}"
+                            );
+                        }
+                    }
+                }
+            }
         }
     }
 

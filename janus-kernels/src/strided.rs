@@ -342,34 +342,244 @@ pub fn sum_dims<T: crate::dtype::Float>(shape: &[usize], src: Src<T>, reduce: &[
             )
         });
     };
-    const PARTS: usize = 4;
-    // Fixed, not tied to the threads' threshold: where the sum splits decides its bits.
-    const SPLIT_MIN: usize = 1 << 16;
-    if total < SPLIT_MIN {
+    let (parts, chunk) = SumPlan::parts(total, reduce.first().is_some_and(|r| !r).then(|| shape[0]));
+    if parts == 1 {
         part(0..total, out);
         return;
     }
-    let chunk = total.div_ceil(PARTS);
-    let mut partials: Vec<Vec<T>> = vec![vec![T::ZERO; out.len()]; PARTS];
+    let mut partials: Vec<Vec<T>> = vec![vec![T::ZERO; out.len()]; parts];
     let run = |(k, p): (usize, &mut Vec<T>)| part(k * chunk..((k + 1) * chunk).min(total), p);
     if crate::parallel::allowed() {
         partials.par_iter_mut().enumerate().for_each(run);
     } else {
         partials.iter_mut().enumerate().for_each(run);
     }
-    for p in &partials {
-        out.iter_mut().zip(p).for_each(|(o, &v)| *o += v);
+    let refs: SmallVec<[&[T]; SUM_PARTS]> = partials.iter().map(|p| &p[..]).collect();
+    combine_parts(&refs, out);
+}
+
+/// `out` = the partial sums of consecutive parts added as a balanced tree: `p0 + p1`, or
+/// `(p0 + p1) + (p2 + p3)`. The pairs let a split step's two halves each add their own two
+/// parts, with a third step adding the halves, and give the bits of the whole.
+pub fn combine_parts<T: crate::dtype::Float>(parts: &[&[T]], out: &mut [T]) {
+    fn tree<T: crate::dtype::Float>(parts: &[&[T]], i: usize) -> T {
+        match parts {
+            [] => T::ZERO,
+            [p] => p[i],
+            _ => {
+                let (a, b) = parts.split_at(parts.len().div_ceil(2));
+                tree(a, i) + tree(b, i)
+            }
+        }
+    }
+    out.iter_mut().enumerate().for_each(|(i, o)| *o = tree(parts, i));
+}
+
+/// The order of a sum fed by a fused elementwise program, equal to [`sum_dims`]'s on a dense
+/// operand, so that a compiled sum gives the bits of the eager one: the positions split into
+/// the same fixed parts ([`SumPlan::parts`]), each with its own accumulator, added in order; in
+/// a part, each run along a summed innermost dimension is one [`crate::reduce::row_sum`]
+/// (fed here in pieces, tile by tile, with the same lanes), other elements add one by one.
+pub struct SumPlan {
+    plan: Plan<1>,
+    /// The result's stride along the innermost (coalesced) dimension.
+    inner: usize,
+    /// That dimension's length.
+    row: usize,
+}
+
+/// A [`crate::reduce::row_sum`] in progress, fed in pieces.
+#[derive(Clone, Copy)]
+pub struct RowSum<T> {
+    lanes: [T; 16],
+    tail: T,
+}
+
+impl<T: crate::dtype::Float> Default for RowSum<T> {
+    fn default() -> Self {
+        RowSum { lanes: [T::ZERO; 16], tail: T::ZERO }
+    }
+}
+
+impl<T: crate::dtype::Float> RowSum<T> {
+    /// Adds `v`, the elements at positions `at..` of a run of `len`: the first `len / 16 * 16`
+    /// into lane `position % 16`, the rest into the tail, each in order.
+    #[inline(always)]
+    fn feed(&mut self, at: usize, len: usize, v: &[T]) {
+        let full = len / 16 * 16;
+        let (mut q, mut j) = (at, 0);
+        while j < v.len() && q < full && q % 16 != 0 {
+            self.lanes[q % 16] += v[j];
+            (q, j) = (q + 1, j + 1);
+        }
+        if q < full {
+            let chunks = (full.min(at + v.len()) - q) / 16;
+            for c in v[j..j + 16 * chunks].chunks_exact(16) {
+                for (lane, &x) in self.lanes.iter_mut().zip(c) {
+                    *lane += x;
+                }
+            }
+            (q, j) = (q + 16 * chunks, j + 16 * chunks);
+        }
+        while j < v.len() && q < full {
+            self.lanes[q % 16] += v[j];
+            (q, j) = (q + 1, j + 1);
+        }
+        for &x in &v[j..] {
+            self.tail += x;
+        }
+    }
+
+    /// The run's sum, as `row_sum` closes it.
+    #[inline(always)]
+    fn finish(&mut self) -> T {
+        let mut acc = self.lanes;
+        for w in [8, 4, 2, 1] {
+            for i in 0..w {
+                acc[i] += acc[i + w];
+            }
+        }
+        let s = acc[0] + self.tail;
+        *self = RowSum::default();
+        s
+    }
+}
+
+/// Sums of this many elements or more split into [`SUM_PARTS`] partial sums. Fixed, not tied to
+/// the threads' threshold: where a sum splits decides its bits.
+const SUM_SPLIT_MIN: usize = 1 << 16;
+/// Partial sums of a large sum (a power of two: see [`combine_parts`]).
+pub const SUM_PARTS: usize = 4;
+
+impl SumPlan {
+    /// The plan for a sum over `shape` (dense, row-major positions) into a result with
+    /// `strides` per dimension (0 where summed).
+    pub fn new(shape: &[usize], strides: &[usize]) -> Self {
+        let plan = coalesce(shape, [strides]);
+        let (inner, row) = (*plan.strides[0].last().unwrap(), *plan.shape.last().unwrap());
+        SumPlan { plan, inner, row }
+    }
+
+    /// The fixed partition of `total` positions: the number of parts and the length of each
+    /// (the last may be shorter). A sum that keeps the first dimension (`rows`: its length)
+    /// splits between whole rows of it, where no result has terms in two parts, so its bits
+    /// are those of any split between rows (the CPU workers' halves); others split into
+    /// [`SUM_PARTS`] equal parts.
+    pub fn parts(total: usize, rows: Option<usize>) -> (usize, usize) {
+        match rows {
+            _ if total < SUM_SPLIT_MIN => (1, total.max(1)),
+            Some(rows) => {
+                let per = rows.div_ceil(SUM_PARTS).max(1);
+                (rows.div_ceil(per), per * (total / rows))
+            }
+            None => (SUM_PARTS, total.div_ceil(SUM_PARTS)),
+        }
+    }
+
+    /// Adds `vals`, the elements at positions `start..start + vals.len()` inside `part` (fed
+    /// in order, part by part), into `acc`; `state` carries a row sum across pieces.
+    #[inline]
+    pub fn add<T: crate::dtype::Float>(
+        &self,
+        part: Range<usize>,
+        start: usize,
+        vals: &[T],
+        acc: &mut [T],
+        state: &mut RowSum<T>,
+    ) {
+        let (s, row) = (self.inner, self.row);
+        walk(&self.plan, [0], start..start + vals.len(), |o, len, [p]| {
+            let v = &vals[o - start..o - start + len];
+            with_best_simd(
+                #[inline(always)]
+                || match s {
+                    0 => {
+                        // The run `sum_dims` sums at once: this row, clipped to the part.
+                        let begin = (o - o % row).max(part.start);
+                        let end = (o - o % row + row).min(part.end);
+                        state.feed(o - begin, end - begin, v);
+                        if o + len == end {
+                            acc[p] += state.finish();
+                        }
+                    }
+                    1 => acc[p..p + len].iter_mut().zip(v).for_each(|(a, &x)| *a += x),
+                    _ => v.iter().enumerate().for_each(|(i, &x)| acc[p + i * s] += x),
+                },
+            )
+        });
     }
 }
 
 /// Copies a strided operand into a contiguous buffer.
 pub fn copy<T: Copy + Sync + Send>(shape: &[usize], src: Src<T>, out: &mut [T]) {
+    // Small copies (most eager ones) skip the check.
+    if out.len() >= TRANSPOSE_MIN && shape.len() >= 2 {
+        let plan = coalesce(shape, [src.strides]);
+        if let ([rows, cols], [1, stride]) = (&plan.shape[..], &plan.strides[0][..])
+            && *stride != 1
+            && *cols > 1
+        {
+            return transpose(*rows, *cols, src.data, src.offset, *stride, out);
+        }
+    }
     map1(shape, src, out, PARALLEL_MIN_ELEMS, |x| x);
+}
+
+/// Copies of at least this many elements check for a transpose.
+const TRANSPOSE_MIN: usize = 1024;
+
+/// Rows of a transpose block: a block of 32 x 32 values (4 KiB of `f32`) stays in L1.
+const BLOCK: usize = 32;
+
+/// `out[i, j] = data[offset + i + j * stride]` over `[rows, cols]` (a transpose: the output's
+/// rows are the source's columns), in square blocks, so that neither side walks a whole
+/// column per element: `map1`, one run per output row, took 450 µs to copy a `[50176, 9]`
+/// transpose (im2col rows for a weight gradient) by walking 50,176 runs of 9.
+fn transpose<T: Copy + Send + Sync>(
+    rows: usize,
+    cols: usize,
+    data: &[T],
+    offset: usize,
+    stride: usize,
+    out: &mut [T],
+) {
+    let band = |r0: usize, band: &mut [T]| {
+        let r1 = (r0 + BLOCK).min(rows);
+        for c0 in (0..cols).step_by(BLOCK) {
+            for c in c0..(c0 + BLOCK).min(cols) {
+                let col = &data[offset + c * stride + r0..offset + c * stride + r1];
+                for (i, &x) in col.iter().enumerate() {
+                    band[i * cols + c] = x;
+                }
+            }
+        }
+    };
+    if rows * cols < PARALLEL_MIN_ELEMS || !crate::parallel::allowed() {
+        out.chunks_mut(BLOCK * cols).enumerate().for_each(|(k, b)| band(k * BLOCK, b));
+    } else {
+        out.par_chunks_mut(BLOCK * cols).enumerate().for_each(|(k, b)| band(k * BLOCK, b));
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn copies_transposes_in_blocks() {
+        for (rows, cols) in [(1, 1030), (40, 30), (129, 9), (70, 65), (1000, 300)] {
+            // A column-major [rows, cols] view into a padded buffer, at an offset.
+            let stride = rows + 3;
+            let data: Vec<u32> = (0..stride * cols + 7).map(|i| i as u32).collect();
+            let mut out = vec![0u32; rows * cols];
+            copy(&[rows, cols], Src::new(&data, &[1, stride], 7), &mut out);
+            for i in 0..rows {
+                for j in 0..cols {
+                    assert_eq!(out[i * cols + j], data[7 + i + j * stride], "[{rows}, {cols}] at ({i}, {j})");
+                }
+            }
+        }
+    }
 
     #[test]
     fn coalesces_contiguous_and_drops_unit_dims() {

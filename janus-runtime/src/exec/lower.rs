@@ -15,8 +15,10 @@ use crate::graph::{Graph, NodeOp};
 use crate::ops::{Op, eval};
 use crate::shape::{Shape, Strides};
 use crate::tensor::Tensor;
+use janus_kernels::fused::Reg;
 use janus_kernels::reduce::ReduceDims;
 use smallvec::SmallVec;
+use std::collections::HashMap;
 use std::sync::Arc;
 
 /// Which buffer a value lives in.
@@ -54,6 +56,9 @@ impl ValRef {
 }
 
 /// What a step computes; operands and results are node indices (resolved to values at run).
+// The fused variant is the common and the largest one (its operands' strides inline): boxing
+// it would add a pointer chase to every run of every program.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug)]
 pub(crate) enum StepKind {
     Fused {
@@ -63,6 +68,13 @@ pub(crate) enum StepKind {
         /// Per input, the strides reading it over the program's shape (filled in once the
         /// layouts are final, so that a run does not recompute them).
         reads: SmallVec<[Strides; 4]>,
+        /// `sum` nodes of the program's float registers, accumulated as it runs (CPU only;
+        /// see [`lower`]).
+        sums: Vec<FusedSum>,
+        /// Which of the program's fixed parts this step runs (`janus_kernels::fused::run_summing`),
+        /// when the CPU backend split it between its workers: its outputs are then the parts'
+        /// positions, its sums partial sums. `None`: the whole program.
+        span: Option<std::ops::Range<usize>>,
     },
     MatMul {
         a: usize,
@@ -108,6 +120,19 @@ pub(crate) enum StepKind {
     },
 }
 
+/// A sum over some dimensions of a fused program's register, fused into the program's step:
+/// the summed values need not be stored, and are read once, while still in registers.
+#[derive(Clone, Debug)]
+pub(crate) struct FusedSum {
+    /// The register summed.
+    pub(crate) reg: Reg,
+    /// The `sum` node written.
+    pub(crate) out: usize,
+    /// Per dimension of the program's shape, the stride into the (dense) result; 0 where
+    /// summed.
+    pub(crate) strides: Strides,
+}
+
 /// Reductions with a direct kernel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum ReduceKind {
@@ -141,7 +166,11 @@ impl StepKind {
     /// Result nodes written.
     pub(crate) fn writes(&self) -> SmallVec<[usize; 4]> {
         match self {
-            StepKind::Fused { outputs, .. } => outputs.clone(),
+            StepKind::Fused { outputs, sums, .. } => {
+                let mut w = outputs.clone();
+                w.extend(sums.iter().map(|s| s.out));
+                w
+            }
             StepKind::MatMul { out, .. }
             | StepKind::Reduce { out, .. }
             | StepKind::Cat { out, .. }
@@ -192,8 +221,16 @@ pub(crate) fn is_dense(l: &Placement, shape: &Shape) -> bool {
     crate::layout::Layout::new(shape, &l.strides, l.offset).is_dense()
 }
 
-// Long by design: one arm per node kind, in one pass that threads the layouts through.
+/// Lowers for the CPU backend, with sums fused into the programs that feed them.
 pub(crate) fn lower(g: &Graph) -> Lowered {
+    lower_for(g, true)
+}
+
+/// Lowers `g`. With `fuse_sums` (the CPU backend; the CUDA code generator has no reductions),
+/// a `sum` of a fused program's float result becomes part of the program's step
+/// ([`FusedSum`]), and a result that only such sums read is no longer stored.
+// Long by design: one arm per node kind, in one pass that threads the layouts through.
+pub(crate) fn lower_for(g: &Graph, fuse_sums: bool) -> Lowered {
     let n = g.nodes.len();
     let mut layout: Vec<Option<Placement>> = vec![None; n];
     let mut steps: Vec<Step> = Vec::new();
@@ -202,6 +239,10 @@ pub(crate) fn lower(g: &Graph) -> Lowered {
     let mut input_of: Vec<Option<usize>> = vec![None; n];
     let mut memo_of: Vec<Option<usize>> = vec![None; n];
     let mut memos: Vec<(usize, usize)> = Vec::new();
+    // For each float result of a fused step: the step and the register holding it; per step
+    // with sums, whether they keep the first dimension.
+    let mut fused_at: Vec<Option<FusedAt>> = vec![None; n];
+    let mut sum_class: HashMap<usize, bool> = HashMap::new();
     let own = |i: usize, shape: &Shape| Some(Placement { root: i, strides: dense(shape), offset: 0 });
     for (i, node) in g.nodes.iter().enumerate() {
         let shape = &node.ty.shape;
@@ -264,8 +305,45 @@ pub(crate) fn lower(g: &Graph) -> Lowered {
                     NodeOp::Project(k) => k,
                     _ => unreachable!(),
                 });
+                let floats: SmallVec<[(usize, Reg); 4]> = (outputs.iter().zip(&p.outputs))
+                    .zip(&p.program.outputs)
+                    .filter(|((_, t), _)| t.dtype == p.dtype)
+                    .map(|((&o, _), &r)| (o, r))
+                    .collect();
                 let inputs = node.inputs.iter().map(|a| a.index()).collect();
-                push(StepKind::Fused { prog: p.clone(), inputs, outputs, reads: SmallVec::new() });
+                push(StepKind::Fused {
+                    prog: p.clone(),
+                    inputs,
+                    outputs,
+                    reads: SmallVec::new(),
+                    sums: Vec::new(),
+                    span: None,
+                });
+                let (elems, cost) = (p.shape.elems(), (p.shape.elems() * p.program.instrs.len()) as u64);
+                for (o, reg) in floats {
+                    fused_at[o] = Some(FusedAt { step: steps.len() - 1, reg, elems, cost });
+                }
+                own(i, shape)
+            }
+            NodeOp::Op(Op::Sum(p))
+                if fuse_sums && sum_target(fused_at[arg(0)], &sum_class, &p.dims).is_some() =>
+            {
+                let (FusedAt { step: s, reg, .. }, keeps) =
+                    sum_target(fused_at[arg(0)], &sum_class, &p.dims).expect("checked by the guard");
+                sum_class.insert(s, keeps);
+                let StepKind::Fused { sums, .. } = &mut steps[s].kind else {
+                    unreachable!("fused_at names fused steps")
+                };
+                let xs = g.node(node.inputs[0]).ty.shape.sizes();
+                let mut strides: Strides = SmallVec::from_elem(0, xs.len());
+                let mut acc = 1;
+                for d in (0..xs.len()).rev() {
+                    if !p.dims.contains(&d) {
+                        strides[d] = acc;
+                        acc *= xs[d];
+                    }
+                }
+                sums.push(FusedSum { reg, out: i, strides });
                 own(i, shape)
             }
             NodeOp::MatMulAdd => {
@@ -350,6 +428,9 @@ pub(crate) fn lower(g: &Graph) -> Lowered {
             }
         };
     }
+    if fuse_sums {
+        drop_unread_results(g, &mut steps, &layout);
+    }
     let mut l = super::memory::assign_buffers(g, steps, layout, consts, const_of, input_of, &memo_of);
     l.memos = memos;
     for step in &mut l.steps {
@@ -363,4 +444,57 @@ pub(crate) fn lower(g: &Graph) -> Lowered {
         }
     }
     l
+}
+
+/// A fused step's float result, as a sum may find it.
+#[derive(Clone, Copy)]
+struct FusedAt {
+    step: usize,
+    reg: Reg,
+    /// The program's positions and cost (`schedule::cost`).
+    elems: usize,
+    cost: u64,
+}
+
+/// Whether a sum over `dims` of the result at `at` joins its program's step, and whether it
+/// keeps the first dimension. The sums of one program all keep it or all reduce it
+/// (`janus_kernels::fused::run_summing`). One that keeps it leaves the program free to split
+/// between the CPU workers by rows; one that reduces it splits the program by its four fixed
+/// parts instead (a split by rows would change its bits), so it joins only programs of at
+/// least 2^16 positions, which have four parts, or programs too small to split.
+fn sum_target(at: Option<FusedAt>, class: &HashMap<usize, bool>, dims: &[usize]) -> Option<(FusedAt, bool)> {
+    let at = at?;
+    let keeps = !dims.contains(&0);
+    let parts = janus_kernels::strided::SumPlan::parts(at.elems, None).0;
+    let fits = keeps || parts > 1 || at.cost < super::cpu::split_min_cost();
+    (fits && class.get(&at.step).is_none_or(|&c| c == keeps)).then_some((at, keeps))
+}
+
+/// Stops fused steps with sums from storing results that nothing else reads (no step, view or
+/// graph output): the sums were their only readers.
+fn drop_unread_results(g: &Graph, steps: &mut [Step], layout: &[Option<Placement>]) {
+    let root = |i: usize| layout[i].as_ref().map_or(i, |l| l.root);
+    let mut read = vec![false; g.nodes.len()];
+    for st in steps.iter() {
+        for r in st.kind.reads() {
+            read[root(r)] = true;
+        }
+    }
+    for o in &g.outputs {
+        read[root(o.index())] = true;
+    }
+    for st in steps.iter_mut() {
+        let StepKind::Fused { prog, outputs, sums, .. } = &mut st.kind else { continue };
+        if sums.is_empty() || outputs.iter().all(|&o| read[o]) {
+            continue;
+        }
+        let keep: Vec<bool> = outputs.iter().map(|&o| read[o]).collect();
+        let mut p = (**prog).clone();
+        let mut k = keep.iter();
+        p.program.outputs.retain(|_| *k.next().unwrap());
+        let mut k = keep.iter();
+        p.outputs.retain(|_| *k.next().unwrap());
+        outputs.retain(|o| read[*o]);
+        *prog = Arc::new(p);
+    }
 }

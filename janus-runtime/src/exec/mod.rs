@@ -24,6 +24,9 @@ pub struct Executor {
     graph: Graph,
     lowered: Lowered,
     cpu: cpu::CpuPlan,
+    /// The steps for CUDA runs: lowered again, without the CPU's fused sums (the code
+    /// generator has no reductions), on the first CUDA run.
+    cuda_lowered: std::sync::OnceLock<Lowered>,
     /// The CUDA side, made on the first run on a CUDA device.
     cuda: std::sync::OnceLock<cuda::CudaPlan>,
 }
@@ -35,7 +38,7 @@ impl Executor {
         memory::validate(&lowered);
         debug_assert_eq!(memory::check(&lowered), Ok(()), "executor: memory plan");
         let cpu = cpu::CpuPlan::new(&lowered);
-        Executor { graph, lowered, cpu, cuda: Default::default() }
+        Executor { graph, lowered, cpu, cuda_lowered: Default::default(), cuda: Default::default() }
     }
 
     /// The graph this executor runs.
@@ -78,9 +81,18 @@ impl Executor {
             .unwrap_or(Device::Cpu)
     }
 
+    /// The steps a CUDA run executes.
+    fn cuda_lowered(&self) -> &Lowered {
+        self.cuda_lowered.get_or_init(|| {
+            let l = lower::lower_for(&self.graph, false);
+            memory::validate(&l);
+            l
+        })
+    }
+
     /// The generated elementwise kernels (fused groups, shapes baked in) a CUDA run uses.
     pub fn cuda_kernels(&self) -> Vec<janus_kernels::cuda::codegen::EwSpec> {
-        cuda::fused_specs(&self.lowered)
+        cuda::fused_specs(self.cuda_lowered())
     }
 
     /// CUDA runs of this executor: `(graph replays, plain runs)`.
@@ -94,10 +106,10 @@ impl Executor {
         assert_eq!(inputs.len(), self.graph.inputs.len(), "executor: wrong number of inputs");
         match self.device_for(inputs) {
             Device::Cpu => self.cpu.run(&self.lowered, inputs),
-            Device::Cuda(n) => self
-                .cuda
-                .get_or_init(|| cuda::CudaPlan::new(&self.lowered, n))
-                .run(&self.lowered, inputs.to_vec()),
+            Device::Cuda(n) => {
+                let l = self.cuda_lowered();
+                self.cuda.get_or_init(|| cuda::CudaPlan::new(l, n)).run(l, inputs.to_vec())
+            }
         }
     }
 }

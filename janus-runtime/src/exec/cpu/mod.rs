@@ -16,6 +16,11 @@ use frame::{Arenas, Frame, output_buffer};
 use smallvec::SmallVec;
 use std::sync::{Arc, Mutex};
 
+/// The least cost of a step that the CPU backend splits between its workers.
+pub(crate) fn split_min_cost() -> u64 {
+    split::min_cost()
+}
+
 /// The CPU side of an executor.
 pub(crate) struct CpuPlan {
     /// The program with its large steps split in halves (`split.rs`), when it may use two

@@ -6,8 +6,9 @@ use crate::exec::lower::{Lowered, Step, StepKind};
 pub(crate) fn label(l: &Lowered, step: &Step) -> String {
     let shape = |i: usize| l.vals[i].as_ref().map_or_else(String::new, |v| format!("{:?}", v.shape.sizes()));
     match &step.kind {
-        StepKind::Fused { prog, outputs, .. } => {
-            format!("fused {} instrs -> {}", prog.program.instrs.len(), shape(outputs[0]))
+        StepKind::Fused { prog, sums, .. } => {
+            let summed = if sums.is_empty() { String::new() } else { format!(" +{} sum(s)", sums.len()) };
+            format!("fused {} instrs{summed} -> {:?}", prog.program.instrs.len(), prog.shape.sizes())
         }
         StepKind::MatMul { a, b, c, out } => {
             let acc = if c.is_some() { " +c" } else { "" };

@@ -27,7 +27,11 @@ pub(crate) fn cost(l: &Lowered, kind: &StepKind) -> u64 {
             let va = l.vals[*a].as_ref().unwrap();
             numel(*out) * va.shape[va.shape.rank() - 1] as u64
         }
-        StepKind::Fused { prog, outputs, .. } => numel(outputs[0]) * prog.program.instrs.len() as u64,
+        StepKind::Fused { prog, span, .. } => {
+            let whole = prog.shape.elems() as u64 * prog.program.instrs.len() as u64;
+            // A span runs some of the program's fixed parts (four, when a step is split).
+            span.as_ref().map_or(whole, |s| whole * s.len() as u64 / 4)
+        }
         k => {
             k.writes().iter().map(|&w| numel(w)).sum::<u64>()
                 + k.reads().iter().map(|&r| numel(r)).sum::<u64>()

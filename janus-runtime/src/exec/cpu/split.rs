@@ -11,10 +11,12 @@
 //! Splitting changes no arithmetic except the GEMM's blocking, and the split program is the
 //! one that runs whatever the worker count, so results do not depend on it.
 
-use crate::exec::lower::{Lowered, Step, StepKind, ValRef};
+use crate::exec::lower::{BufRef, FusedSum, Lowered, Step, StepKind, ValRef};
+use crate::exec::memory::{MemoryPlan, dtype_slot};
 use crate::graph::fused::FusedProgram;
-use crate::ops::TensorType;
+use crate::ops::{BinaryOp, Op, TensorType};
 use crate::shape::{Shape, Strides};
+use janus_kernels::fused::{FBinary, Instr, Program};
 use smallvec::SmallVec;
 use std::sync::Arc;
 
@@ -30,12 +32,17 @@ pub(crate) fn min_cost() -> u64 {
 /// The program with every splittable step costing at least `min` in two halves, or `None`
 /// when no step splits.
 pub(crate) fn split_rows(l: &Lowered, min: u64, cost: impl Fn(&StepKind) -> u64) -> Option<Lowered> {
-    let mut v = Values { old: l, vals: l.vals.clone(), roots: l.roots.clone() };
+    let mut v = Values { old: l, vals: l.vals.clone(), roots: l.roots.clone(), plan: l.plan.clone() };
     let mut steps = Vec::with_capacity(l.steps.len());
     for st in &l.steps {
-        let halves = (cost(&st.kind) >= min).then(|| halves(&st.kind, &mut v)).flatten();
-        match halves {
-            Some([lo, hi]) => steps.extend([Step { kind: lo }, Step { kind: hi }]),
+        let reduce_rows = |s: &FusedSum| s.strides.first() == Some(&0);
+        let parts: Option<SmallVec<[StepKind; 4]>> = match &st.kind {
+            _ if cost(&st.kind) < min => None,
+            StepKind::Fused { sums, .. } if sums.iter().any(reduce_rows) => summing_halves(&st.kind, &mut v),
+            kind => halves(kind, &mut v).map(SmallVec::from_iter),
+        };
+        match parts {
+            Some(parts) => steps.extend(parts.into_iter().map(|kind| Step { kind })),
             None => steps.push(st.clone()),
         }
     }
@@ -48,7 +55,7 @@ pub(crate) fn split_rows(l: &Lowered, min: u64, cost: impl Fn(&StepKind) -> u64)
         consts: l.consts.clone(),
         outputs: l.outputs.clone(),
         output_bufs: l.output_bufs.clone(),
-        plan: l.plan.clone(),
+        plan: v.plan,
         roots: v.roots,
         memos: l.memos.clone(),
     })
@@ -59,9 +66,48 @@ struct Values<'l> {
     old: &'l Lowered,
     vals: Vec<Option<ValRef>>,
     roots: Vec<usize>,
+    /// The memory plan, grown by the partial sums of split steps.
+    plan: MemoryPlan,
 }
 
 impl Values<'_> {
+    /// Adds `v` as a new value with root `root`.
+    fn push(&mut self, v: ValRef, root: Option<usize>) -> usize {
+        self.vals.push(Some(v));
+        self.roots.push(root.unwrap_or(self.vals.len() - 1));
+        self.vals.len() - 1
+    }
+
+    /// A fresh dense value shaped like value `like`, in arena space of its own past the end
+    /// of the plan's arena (never reused, so it overlaps nothing).
+    fn fresh(&mut self, like: usize) -> usize {
+        let v = self.old.vals[like].as_ref().expect("results have values");
+        let (slot, len) = (dtype_slot(v.dtype), v.shape.elems());
+        let start = self.plan.arena_len[slot];
+        self.plan.arena_len[slot] += len;
+        let fresh = ValRef {
+            buf: BufRef::Arena(start),
+            len,
+            dtype: v.dtype,
+            shape: v.shape.clone(),
+            strides: v.shape.contiguous_strides(),
+            offset: 0,
+        };
+        self.push(fresh, None)
+    }
+
+    /// Positions `lo..hi` of dense value `i`, as a new flat value.
+    fn flat(&mut self, i: usize, lo: usize, hi: usize) -> usize {
+        let v = self.old.vals[i].as_ref().expect("results have values");
+        let part = ValRef {
+            shape: Shape::from(&[hi - lo][..]),
+            strides: Strides::from_slice(&[1]),
+            offset: v.offset + lo,
+            ..v.clone()
+        };
+        self.push(part, Some(self.old.roots[i]))
+    }
+
     /// Rows `r0..r0 + rows` of value `i` read through `strides` over a shape with `dims` after
     /// its first (its own layout, or a broadcast one), as a new value.
     fn rows(&mut self, i: usize, dims: &[usize], strides: &Strides, (r0, rows): (usize, usize)) -> usize {
@@ -88,9 +134,74 @@ impl Values<'_> {
     }
 }
 
+/// A fused step with sums, in two halves that each run two of the sums' four fixed parts
+/// (`janus_kernels::fused::run_summing`), storing their parts' positions of the results and
+/// a partial sum each; then, per sum, a step adding the two partials. The halves add their
+/// parts as the whole step would, so the bits are the whole step's.
+fn summing_halves(kind: &StepKind, v: &mut Values) -> Option<SmallVec<[StepKind; 4]>> {
+    let StepKind::Fused { prog, inputs, outputs, reads, sums, span: None } = kind else { return None };
+    let n = prog.shape.elems();
+    let (count, chunk) = janus_kernels::strided::SumPlan::parts(n, None);
+    let dense = |i: usize| v.old.vals[i].as_ref().is_some_and(|x| x.layout().is_dense());
+    let reduce_rows = sums.iter().all(|s| s.strides.first() == Some(&0));
+    if count != 4 || !reduce_rows || !outputs.iter().all(|&o| dense(o)) || !sums.iter().all(|s| dense(s.out))
+    {
+        return None;
+    }
+    let partials: Vec<[usize; 2]> = sums.iter().map(|s| [v.fresh(s.out), v.fresh(s.out)]).collect();
+    let mut steps: SmallVec<[StepKind; 4]> = SmallVec::new();
+    for h in 0..2 {
+        let (lo, hi) = ((2 * h * chunk).min(n), ((2 * h + 2) * chunk).min(n));
+        let outs = outputs.iter().map(|&o| v.flat(o, lo, hi)).collect();
+        let sums = sums.iter().zip(&partials).map(|(s, p)| FusedSum { out: p[h], ..s.clone() }).collect();
+        steps.push(StepKind::Fused {
+            prog: prog.clone(),
+            inputs: inputs.clone(),
+            outputs: outs,
+            reads: reads.clone(),
+            sums,
+            span: Some(2 * h..2 * h + 2),
+        });
+    }
+    steps.extend(sums.iter().zip(&partials).map(|(s, p)| add_partials(v, s.out, p[0], p[1])));
+    Some(steps)
+}
+
+/// The step writing `out = a + b`, the two halves' partial sums.
+fn add_partials(v: &Values, out: usize, a: usize, b: usize) -> StepKind {
+    let vo = v.old.vals[out].as_ref().expect("results have values");
+    let program = Program {
+        instrs: vec![
+            Instr::Load { dst: 0, input: 0 },
+            Instr::Load { dst: 1, input: 1 },
+            Instr::Binary { dst: 2, f: FBinary::Op(BinaryOp::Add), a: 0, b: 1 },
+        ],
+        num_regs: 3,
+        outputs: vec![2],
+    };
+    let ty = TensorType { shape: vo.shape.clone(), dtype: vo.dtype };
+    let prog = FusedProgram {
+        program,
+        dtype: vo.dtype,
+        shape: vo.shape.clone(),
+        inputs: vec![vo.dtype; 2],
+        outputs: vec![ty],
+        ops: vec!["add"],
+    };
+    let dense = vo.shape.contiguous_strides();
+    StepKind::Fused {
+        prog: Arc::new(prog),
+        inputs: SmallVec::from_slice(&[a, b]),
+        outputs: SmallVec::from_slice(&[out]),
+        reads: SmallVec::from_iter([dense.clone(), dense]),
+        sums: Vec::new(),
+        span: None,
+    }
+}
+
 /// The two halves of a step, when it splits: a rank-2 or batched GEMM, a fused elementwise
-/// program, or a concatenation along a dimension after the first, with at least two leading
-/// rows and dense results.
+/// program, a concatenation along a dimension after the first, or a max pooling (or its
+/// backward) over dense samples, with at least two leading rows and dense results.
 fn halves(kind: &StepKind, v: &mut Values) -> Option<[StepKind; 2]> {
     let l = v.old;
     let val = |i: usize| l.vals[i].as_ref();
@@ -132,8 +243,10 @@ fn halves(kind: &StepKind, v: &mut Values) -> Option<[StepKind; 2]> {
                 StepKind::MatMul { a: ha, b: hb, c: hc, out: v.own(*out, part) }
             })
         }
-        StepKind::Fused { prog, inputs, outputs, reads } => {
-            if prog.shape.sizes().first() != Some(&lead) {
+        StepKind::Fused { prog, inputs, outputs, reads, sums, span: None } => {
+            // Sums that keep the rows split with them, with the same bits (`SumPlan::parts`);
+            // those over the rows split by parts (`summing_halves`).
+            if prog.shape.sizes().first() != Some(&lead) || sums.iter().any(|s| s.strides[0] == 0) {
                 return None;
             }
             let dims = SmallVec::<[usize; 6]>::from_slice(prog.shape.sizes());
@@ -151,7 +264,19 @@ fn halves(kind: &StepKind, v: &mut Values) -> Option<[StepKind; 2]> {
                 let ins: SmallVec<[usize; 4]> =
                     inputs.iter().zip(reads).map(|(&i, st)| v.rows(i, &dims, st, part)).collect();
                 let outs = outputs.iter().map(|&o| v.own(o, part)).collect();
-                StepKind::Fused { prog, inputs: ins, outputs: outs, reads: reads.clone() }
+                let sums = sums.iter().map(|s| FusedSum { out: v.own(s.out, part), ..s.clone() }).collect();
+                StepKind::Fused { prog, inputs: ins, outputs: outs, reads: reads.clone(), sums, span: None }
+            })
+        }
+        // Pooling works sample by sample: each half pools its own samples.
+        StepKind::Generic { op: op @ (Op::MaxPool2d(_) | Op::MaxPool2dBackward(_)), inputs, out } => {
+            if !inputs.iter().all(|&i| dense(i) && leads(i, lead)) {
+                return None;
+            }
+            cut.map(|part| StepKind::Generic {
+                op: op.clone(),
+                inputs: inputs.iter().map(|&i| v.own(i, part)).collect(),
+                out: v.own(*out, part),
             })
         }
         StepKind::Cat { dim, parts, out } if *dim > 0 => {
@@ -252,6 +377,92 @@ mod tests {
             }
         }
         assert!(split_steps > 400, "only {split_steps} steps were split over all programs");
+    }
+
+    /// Sums fused into their elementwise programs give the bits of eager sums, whole or split
+    /// between the workers by their fixed parts.
+    #[test]
+    fn fused_sums_give_eager_bits_whole_and_split() {
+        let inputs = [Tensor::randn([64, 16, 8, 9]), Tensor::randn([1, 16, 1, 1])];
+        let program = |x: &[Tensor]| {
+            let y = (&x[0] * &x[1] + 1.0).tanh();
+            vec![
+                y.sum_dims(&[0, 2, 3], true),
+                (&y * &x[0]).sum_dims(&[0, 2, 3], true),
+                y.sum_dims(&[3], false),
+                y.sum_dims(&[0, 1, 2, 3], false),
+                (&y * 2.0).exp(),
+            ]
+        };
+        let eager = program(&inputs);
+        let (g, _) = crate::passes::optimize(trace(&inputs, program));
+        let l = lower(&g);
+        let summing = |l: &crate::exec::lower::Lowered| {
+            l.steps
+                .iter()
+                .filter(|s| matches!(&s.kind, StepKind::Fused { sums, .. } if !sums.is_empty()))
+                .count()
+        };
+        assert!(summing(&l) >= 1, "no sum was fused: {:?}", l.steps);
+        let bits = |t: &Tensor| t.to_vec::<f32>().iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+        for split in [None, Some(0)] {
+            let plan = CpuPlan::with_split(&l, split);
+            assert_eq!(plan.split.is_some(), split.is_some());
+            if let Some(s) = &plan.split {
+                validate(s);
+                check(s).unwrap();
+                let spans =
+                    s.steps.iter().filter(|st| matches!(&st.kind, StepKind::Fused { span: Some(_), .. }));
+                assert_eq!(spans.count(), 2 * summing(&l), "every summing step splits in two");
+            }
+            for two in [false, true] {
+                let got = plan.run_as(&l, &inputs, Some(two));
+                for (k, (a, e)) in got.iter().zip(&eager).enumerate() {
+                    assert_eq!(bits(a), bits(e), "output {k}, split {split:?}, two workers {two}");
+                }
+            }
+        }
+    }
+
+    /// Max pooling and its backward split by samples, with the bits of eager execution.
+    #[test]
+    fn pooling_splits_by_samples_with_eager_bits() {
+        use crate::ops::conv::Window2d;
+        use crate::ops::{Op, apply};
+        let inputs = [Tensor::randn([8, 3, 10, 10]), Tensor::randn([8, 3, 4, 4])];
+        let program = |x: &[Tensor]| {
+            let w = Window2d { kernel: [3, 3], stride: [2, 2], padding: [1, 1], dilation: [1, 1] };
+            let y = x[0].max_pool2d([3, 3], [2, 2], [1, 1]);
+            // [8, 3, 5, 5] windows; the cotangent is padded from [8, 3, 4, 4].
+            let g = x[1].reshape([8, 3, 16]).pad(2, 0, 9).reshape([8, 3, 5, 5]);
+            vec![y, apply(Op::MaxPool2dBackward(w), &[&x[0], &g])]
+        };
+        let eager = program(&inputs);
+        let (g, _) = crate::passes::optimize(trace(&inputs, program));
+        let l = lower(&g);
+        let plan = CpuPlan::with_split(&l, Some(0));
+        let s = plan.split.as_ref().expect("pooling splits");
+        validate(s);
+        check(s).unwrap();
+        let pools = |l: &crate::exec::lower::Lowered| {
+            l.steps
+                .iter()
+                .filter(|st| {
+                    matches!(
+                        &st.kind,
+                        StepKind::Generic { op: Op::MaxPool2d(_) | Op::MaxPool2dBackward(_), .. }
+                    )
+                })
+                .count()
+        };
+        assert_eq!((pools(&l), pools(s)), (2, 4), "{:?}", s.steps);
+        let bits = |t: &Tensor| t.to_vec::<f32>().iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+        for two in [false, true] {
+            let got = plan.run_as(&l, &inputs, Some(two));
+            for (k, (a, e)) in got.iter().zip(&eager).enumerate() {
+                assert_eq!(bits(a), bits(e), "output {k}, two workers {two}");
+            }
+        }
     }
 
     /// An RNN-like chain splits into two row chains: each half of a step waits only for the

@@ -6,7 +6,7 @@ use crate::DType;
 use crate::exec::lower::{ReduceKind, Step, StepKind, ValRef};
 use crate::ops::TensorType;
 use crate::shape::Strides;
-use janus_kernels::fused::{Input, Output};
+use janus_kernels::fused::{Input, Output, SumOut};
 use janus_kernels::matmul::{MatLayout, MatmulDims, matmul, matmul_bias};
 use janus_kernels::reduce as red;
 use janus_kernels::strided::{Src, copy};
@@ -34,7 +34,8 @@ fn mat_layout(v: &ValRef) -> MatLayout {
 pub(crate) fn run_step<'a>(step: &Step, vals: &'a [Option<ValRef>], f: &Frame<'a>) {
     let val = |i: usize| vals[i].as_ref().expect("every node read by a step has a value");
     match &step.kind {
-        StepKind::Fused { prog, inputs, outputs, reads: strides } => with_float_type!(prog.dtype, T => {
+        StepKind::Fused { prog, inputs, outputs, reads: strides, sums, span } => {
+            with_float_type!(prog.dtype, T => {
             let ins: SmallVec<[Input<T>; 4]> = inputs
                 .iter()
                 .zip(strides.iter())
@@ -60,15 +61,26 @@ pub(crate) fn run_step<'a>(step: &Step, vals: &'a [Option<ValRef>], f: &Frame<'a
                     }
                 })
                 .collect();
-            janus_kernels::fused::run(&prog.program, &prog.shape, &ins, outs);
-            if crate::exec::faults::fused_broken() && prog.outputs[0].dtype.is_float() {
+            let mut sum_outs: SmallVec<[SumOut<T>; 1]> = sums
+                .iter()
+                .map(|s| SumOut {
+                    reg: s.reg,
+                    strides: &s.strides,
+                    // SAFETY: as above.
+                    out: unsafe { f.dst::<T>(val(s.out)) },
+                })
+                .collect();
+            janus_kernels::fused::run_summing(&prog.program, &prog.shape, &ins, outs, &mut sum_outs, span.clone());
+            let first = outputs.first().or(sums.first().map(|s| &s.out));
+            if crate::exec::faults::fused_broken() && let Some(&first) = first && val(first).dtype.is_float() {
                 // SAFETY: as above; the step is still the only writer of its first result.
-                let first = unsafe { f.dst::<T>(val(outputs[0])) };
+                let first = unsafe { f.dst::<T>(val(first)) };
                 if let Some(x) = first.first_mut() {
                     *x += 1 as T;
                 }
             }
-        }, _ => unreachable!("fused programs run in a float type")),
+        }, _ => unreachable!("fused programs run in a float type"))
+        }
         StepKind::MatMul { a, b, c, out } => with_float_type!(val(*out).dtype, T => {
             let (va, vb, vo) = (val(*a), val(*b), val(*out));
             let r = vo.shape.rank();

@@ -223,7 +223,8 @@ impl CudaPlan {
         }
         for step in &l.steps {
             match &step.kind {
-                StepKind::Fused { prog, inputs, outputs, reads } => {
+                StepKind::Fused { prog, inputs, outputs, reads, sums, .. } => {
+                    debug_assert!(sums.is_empty(), "CUDA plans are lowered without fused sums");
                     let views: Vec<View> = inputs
                         .iter()
                         .zip(reads)
@@ -409,7 +410,7 @@ pub(crate) fn fused_specs(l: &Lowered) -> Vec<janus_kernels::cuda::codegen::EwSp
     l.steps
         .iter()
         .filter_map(|s| match &s.kind {
-            StepKind::Fused { prog, inputs, outputs, reads } => {
+            StepKind::Fused { prog, inputs, outputs, reads, .. } => {
                 let types: Vec<(DType, &[usize])> =
                     inputs.iter().zip(reads).map(|(&i, st)| (val(i).dtype, &st[..])).collect();
                 let outs: Vec<DType> = outputs.iter().map(|&o| val(o).dtype).collect();
