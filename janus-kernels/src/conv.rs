@@ -68,11 +68,22 @@ fn valid_range(off: isize, stride: usize, len: usize, outs: usize) -> (usize, us
 ///
 /// Panics when the buffers do not match the geometry.
 pub fn unfold<T: Float>(g: &Window, x: &[T], pad: T, col: &mut [T]) {
+    assert_eq!(col.len(), g.col_len(), "unfold: column length");
+    unfold_part(g, x, pad, col, 0);
+}
+
+/// [`unfold`]'s rows `first..` (a row is one `(c, i, j, b)` of `[C, kh, kw, N]`), as many as
+/// `col` holds: a part of the columns, which two workers can make side by side.
+pub fn unfold_part<T: Float>(g: &Window, x: &[T], pad: T, col: &mut [T], first: usize) {
     let [h, w] = g.size;
     let [oh_n, ow_n] = g.out_size().expect("unfold: the window does not fit the image");
     assert_eq!(x.len(), g.n * g.c * h * w, "unfold: input length");
-    assert_eq!(col.len(), g.col_len(), "unfold: column length");
     let plane = oh_n * ow_n;
+    assert!(
+        plane == 0 || (col.len().is_multiple_of(plane) && first * plane + col.len() <= g.col_len()),
+        "unfold: rows {first}.. of {} do not fit the columns",
+        col.len() / plane.max(1)
+    );
     if plane == 0 || col.is_empty() {
         return;
     }
@@ -107,9 +118,9 @@ pub fn unfold<T: Float>(g: &Window, x: &[T], pad: T, col: &mut [T]) {
         }
     };
     if col.len() >= PARALLEL_MIN && crate::parallel::allowed() {
-        col.par_chunks_mut(plane).enumerate().for_each(|(r, d)| row(r, d));
+        col.par_chunks_mut(plane).enumerate().for_each(|(r, d)| row(first + r, d));
     } else {
-        col.chunks_mut(plane).enumerate().for_each(|(r, d)| row(r, d));
+        col.chunks_mut(plane).enumerate().for_each(|(r, d)| row(first + r, d));
     }
 }
 
@@ -119,10 +130,21 @@ pub fn unfold<T: Float>(g: &Window, x: &[T], pad: T, col: &mut [T]) {
 ///
 /// Panics when the buffers do not match the geometry.
 pub fn fold<T: Float>(g: &Window, col: &[T], x: &mut [T]) {
+    assert_eq!(x.len(), g.n * g.c * g.size[0] * g.size[1], "fold: output length");
+    fold_part(g, col, x, 0);
+}
+
+/// [`fold`]'s image planes `first..` (a plane is one `(b, c)` of `[N, C]`), as many as `x`
+/// holds: a part of the images, which two workers can make side by side.
+pub fn fold_part<T: Float>(g: &Window, col: &[T], x: &mut [T], first: usize) {
     let [h, w] = g.size;
     let [oh_n, ow_n] = g.out_size().expect("fold: the window does not fit the image");
-    assert_eq!(x.len(), g.n * g.c * h * w, "fold: output length");
     assert_eq!(col.len(), g.col_len(), "fold: column length");
+    assert!(
+        h * w == 0 || (x.len().is_multiple_of(h * w) && first * h * w + x.len() <= g.n * g.c * h * w),
+        "fold: planes {first}.. of {} do not fit the images",
+        x.len() / (h * w).max(1)
+    );
     x.fill(T::ZERO);
     if h * w == 0 || col.is_empty() {
         return;
@@ -150,9 +172,9 @@ pub fn fold<T: Float>(g: &Window, col: &[T], x: &mut [T]) {
         }
     };
     if col.len() >= PARALLEL_MIN && crate::parallel::allowed() {
-        x.par_chunks_mut(h * w).enumerate().for_each(|(p, d)| plane(p, d));
+        x.par_chunks_mut(h * w).enumerate().for_each(|(p, d)| plane(first + p, d));
     } else {
-        x.chunks_mut(h * w).enumerate().for_each(|(p, d)| plane(p, d));
+        x.chunks_mut(h * w).enumerate().for_each(|(p, d)| plane(first + p, d));
     }
 }
 
@@ -387,6 +409,19 @@ mod tests {
             let lhs: f64 = col.iter().zip(&y).map(|(a, b)| a * b).sum();
             let rhs: f64 = x.iter().zip(&back).map(|(a, b)| a * b).sum();
             assert_eq!(lhs, rhs, "{g:?}");
+            // Parts (as two workers make them) equal the whole.
+            let (rows, planes) = (g.col_len() / (col.len() / (g.c * k * k * g.n)), g.n * g.c);
+            let (r, q) = (rows / 2, planes / 2);
+            let mut halves = vec![0.0; g.col_len()];
+            let (lo, hi) = halves.split_at_mut(r * (g.col_len() / rows));
+            unfold_part(&g, &x, 0.0, lo, 0);
+            unfold_part(&g, &x, 0.0, hi, r);
+            assert_eq!(halves, col, "{g:?}");
+            let mut halves = vec![0.0; xn];
+            let (lo, hi) = halves.split_at_mut(q * size[0] * size[1]);
+            fold_part(&g, &y, lo, 0);
+            fold_part(&g, &y, hi, q);
+            assert_eq!(halves, back, "{g:?}");
         }
     }
 

@@ -118,6 +118,15 @@ pub(crate) enum StepKind {
         inputs: SmallVec<[usize; 4]>,
         out: usize,
     },
+    /// Part of an `unfold` (its rows `first..`) or a `fold` (its image planes `first..`) of
+    /// the whole input `x`, into `out`, a flat range of the whole result: the CPU backend's
+    /// halves of such a step (`exec/cpu/split.rs`).
+    WindowPart {
+        op: Op,
+        x: usize,
+        out: usize,
+        first: usize,
+    },
 }
 
 /// A sum over some dimensions of a fused program's register, fused into the program's step:
@@ -156,7 +165,9 @@ impl StepKind {
                 r.extend(c.iter().copied());
                 r
             }
-            StepKind::Reduce { x, .. } | StepKind::Copy { x, .. } => SmallVec::from_slice(&[*x]),
+            StepKind::Reduce { x, .. } | StepKind::Copy { x, .. } | StepKind::WindowPart { x, .. } => {
+                SmallVec::from_slice(&[*x])
+            }
             StepKind::RngState { rng, .. } => SmallVec::from_slice(&[*rng]),
             StepKind::Random { state, .. } => SmallVec::from_slice(&[*state]),
             StepKind::Multinomial { probs, state, .. } => SmallVec::from_slice(&[*probs, *state]),
@@ -178,7 +189,8 @@ impl StepKind {
             | StepKind::RngState { out, .. }
             | StepKind::Random { out, .. }
             | StepKind::Multinomial { out, .. }
-            | StepKind::Generic { out, .. } => SmallVec::from_slice(&[*out]),
+            | StepKind::Generic { out, .. }
+            | StepKind::WindowPart { out, .. } => SmallVec::from_slice(&[*out]),
         }
     }
 }

@@ -20,6 +20,9 @@ pub(crate) fn label(l: &Lowered, step: &Step) -> String {
         StepKind::RngState { .. } => "rng state".into(),
         StepKind::Random { out, .. } => format!("random -> {}", shape(*out)),
         StepKind::Multinomial { out, .. } => format!("multinomial -> {}", shape(*out)),
+        StepKind::WindowPart { op, x, out, first } => {
+            format!("{} part from {first}: {} -> {}", op.name(), shape(*x), shape(*out))
+        }
         StepKind::Generic { op, inputs, out } => {
             let ins: Vec<String> = inputs.iter().map(|&i| shape(i)).collect();
             format!("{} {} -> {}", op.name(), ins.join(" "), shape(*out))

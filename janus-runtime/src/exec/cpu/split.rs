@@ -1,15 +1,18 @@
 //! Splitting large steps into two halves along their leading dimension, so that the two workers
 //! can share one step's work (issue 13). The halves of a GEMM take half of the rows of the left
-//! factor and of the result each; the halves of a fused elementwise program, or of a
-//! concatenation along a later dimension, half of every row-indexed operand. Row-aligned
+//! factor and of the result each; the halves of a fused elementwise program, of a
+//! concatenation along a later dimension, of a copy or of a max pooling, half of every
+//! row-indexed operand. A fused program whose sums reduce the leading dimension splits by its
+//! sums' fixed parts instead, with a third step adding the two partial sums. Row-aligned
 //! chains then split into two independent chains: the next step's lower half reads only the
 //! rows the previous step's lower half wrote, and the schedule orders steps by the element
 //! ranges they read and write (`memory::dependencies`), so the two halves of an RNN's
 //! recurrence run side by side, one per worker, and meet only where a step needs every row
 //! (a weight gradient's reduction over the batch).
 //!
-//! Splitting changes no arithmetic except the GEMM's blocking, and the split program is the
-//! one that runs whatever the worker count, so results do not depend on it.
+//! Splitting changes no arithmetic except the GEMM's blocking (sums split where they add
+//! anyway: `janus_kernels::strided::SumPlan::parts`), and the split program is the one that
+//! runs whatever the worker count, so results do not depend on it.
 
 use crate::exec::lower::{BufRef, FusedSum, Lowered, Step, StepKind, ValRef};
 use crate::exec::memory::{MemoryPlan, dtype_slot};
@@ -39,6 +42,7 @@ pub(crate) fn split_rows(l: &Lowered, min: u64, cost: impl Fn(&StepKind) -> u64)
         let parts: Option<SmallVec<[StepKind; 4]>> = match &st.kind {
             _ if cost(&st.kind) < min => None,
             StepKind::Fused { sums, .. } if sums.iter().any(reduce_rows) => summing_halves(&st.kind, &mut v),
+            StepKind::Generic { op: Op::Unfold(_) | Op::Fold(_), .. } => window_halves(&st.kind, &mut v),
             kind => halves(kind, &mut v).map(SmallVec::from_iter),
         };
         match parts {
@@ -167,6 +171,42 @@ fn summing_halves(kind: &StepKind, v: &mut Values) -> Option<SmallVec<[StepKind;
     Some(steps)
 }
 
+/// An `unfold` in two halves of its rows `(c, i, j, b)`, or a `fold` in two halves of its
+/// image planes `(b, c)`: each half reads the whole input and writes its own range of the
+/// result, with the whole step's arithmetic.
+fn window_halves(kind: &StepKind, v: &mut Values) -> Option<SmallVec<[StepKind; 4]>> {
+    let StepKind::Generic { op, inputs, out } = kind else { return None };
+    let dense =
+        |i: usize| v.old.vals[i].as_ref().is_some_and(|x| x.layout().is_dense() && x.dtype.is_float());
+    if inputs.len() != 1 || !dense(inputs[0]) || !dense(*out) {
+        return None;
+    }
+    let (xs, os) = (v.old.vals[inputs[0]].as_ref()?.shape.sizes(), v.old.vals[*out].as_ref()?.shape.sizes());
+    // Units: unfold's rows ([C, kh, kw, N] of [C, kh, kw, N, OH, OW]), fold's planes ([N, C]).
+    let (units, unit) = match op {
+        Op::Unfold(_) => (os[..4].iter().product::<usize>(), os[4] * os[5]),
+        Op::Fold(_) => (os[0] * os[1], os[2] * os[3]),
+        _ => return None,
+    };
+    if units < 2 || unit == 0 || xs.len() != if matches!(op, Op::Unfold(_)) { 4 } else { 6 } {
+        return None;
+    }
+    let half = units / 2;
+    let total = units * unit;
+    Some(
+        [(0, half * unit), (half * unit, total)]
+            .into_iter()
+            .zip([0, half])
+            .map(|((lo, hi), first)| StepKind::WindowPart {
+                op: op.clone(),
+                x: inputs[0],
+                out: v.flat(*out, lo, hi),
+                first,
+            })
+            .collect(),
+    )
+}
+
 /// The step writing `out = a + b`, the two halves' partial sums.
 fn add_partials(v: &Values, out: usize, a: usize, b: usize) -> StepKind {
     let vo = v.old.vals[out].as_ref().expect("results have values");
@@ -200,8 +240,8 @@ fn add_partials(v: &Values, out: usize, a: usize, b: usize) -> StepKind {
 }
 
 /// The two halves of a step, when it splits: a rank-2 or batched GEMM, a fused elementwise
-/// program, a concatenation along a dimension after the first, or a max pooling (or its
-/// backward) over dense samples, with at least two leading rows and dense results.
+/// program, a concatenation along a dimension after the first, a copy, or a max pooling (or
+/// its backward) over dense samples, with at least two leading rows and dense results.
 fn halves(kind: &StepKind, v: &mut Values) -> Option<[StepKind; 2]> {
     let l = v.old;
     let val = |i: usize| l.vals[i].as_ref();
@@ -267,6 +307,13 @@ fn halves(kind: &StepKind, v: &mut Values) -> Option<[StepKind; 2]> {
                 let sums = sums.iter().map(|s| FusedSum { out: v.own(s.out, part), ..s.clone() }).collect();
                 StepKind::Fused { prog, inputs: ins, outputs: outs, reads: reads.clone(), sums, span: None }
             })
+        }
+        // A copy (a transpose, a permutation made dense): each half copies its own rows.
+        StepKind::Copy { x, out } => {
+            if !leads(*x, lead) {
+                return None;
+            }
+            cut.map(|part| StepKind::Copy { x: v.own(*x, part), out: v.own(*out, part) })
         }
         // Pooling works sample by sample: each half pools its own samples.
         StepKind::Generic { op: op @ (Op::MaxPool2d(_) | Op::MaxPool2dBackward(_)), inputs, out } => {
@@ -456,6 +503,37 @@ mod tests {
                 .count()
         };
         assert_eq!((pools(&l), pools(s)), (2, 4), "{:?}", s.steps);
+        let bits = |t: &Tensor| t.to_vec::<f32>().iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+        for two in [false, true] {
+            let got = plan.run_as(&l, &inputs, Some(two));
+            for (k, (a, e)) in got.iter().zip(&eager).enumerate() {
+                assert_eq!(bits(a), bits(e), "output {k}, two workers {two}");
+            }
+        }
+    }
+
+    /// `unfold` (im2col, one input channel as in a first convolution) and `fold` split into
+    /// parts of their rows and image planes, with the bits of eager execution.
+    #[test]
+    fn unfold_and_fold_split_in_parts_with_eager_bits() {
+        use crate::ops::conv::{Fold, Unfold, Window2d};
+        use crate::ops::{F64Bits, Op, apply};
+        let w = Window2d { kernel: [3, 3], stride: [1, 1], padding: [1, 1], dilation: [1, 1] };
+        let inputs = [Tensor::randn([5, 1, 6, 7]), Tensor::randn([2, 3, 3, 5, 6, 7])];
+        let program = |x: &[Tensor]| {
+            let unfold = Op::Unfold(Unfold { window: w, pad_value: F64Bits::new(0.0) });
+            let fold = Op::Fold(Fold { window: w, size: [6, 7] });
+            vec![apply(unfold, &[&x[0]]), apply(fold, &[&x[1]])]
+        };
+        let eager = program(&inputs);
+        let (g, _) = crate::passes::optimize(trace(&inputs, program));
+        let l = lower(&g);
+        let plan = CpuPlan::with_split(&l, Some(0));
+        let s = plan.split.as_ref().expect("unfold and fold split");
+        validate(s);
+        check(s).unwrap();
+        let parts = s.steps.iter().filter(|st| matches!(st.kind, StepKind::WindowPart { .. })).count();
+        assert_eq!(parts, 4, "{:?}", s.steps);
         let bits = |t: &Tensor| t.to_vec::<f32>().iter().map(|v| v.to_bits()).collect::<Vec<_>>();
         for two in [false, true] {
             let got = plan.run_as(&l, &inputs, Some(two));

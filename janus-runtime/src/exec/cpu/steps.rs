@@ -61,18 +61,24 @@ pub(crate) fn run_step<'a>(step: &Step, vals: &'a [Option<ValRef>], f: &Frame<'a
                     }
                 })
                 .collect();
-            let mut sum_outs: SmallVec<[SumOut<T>; 1]> = sums
-                .iter()
-                .map(|s| SumOut {
-                    reg: s.reg,
-                    strides: &s.strides,
-                    // SAFETY: as above.
-                    out: unsafe { f.dst::<T>(val(s.out)) },
-                })
-                .collect();
-            janus_kernels::fused::run_summing(&prog.program, &prog.shape, &ins, outs, &mut sum_outs, span.clone());
-            let first = outputs.first().or(sums.first().map(|s| &s.out));
-            if crate::exec::faults::fused_broken() && let Some(&first) = first && val(first).dtype.is_float() {
+            if sums.is_empty() && span.is_none() {
+                janus_kernels::fused::run(&prog.program, &prog.shape, &ins, outs);
+            } else {
+                let mut sum_outs: SmallVec<[SumOut<T>; 1]> = sums
+                    .iter()
+                    .map(|s| SumOut {
+                        reg: s.reg,
+                        strides: &s.strides,
+                        // SAFETY: as above.
+                        out: unsafe { f.dst::<T>(val(s.out)) },
+                    })
+                    .collect();
+                janus_kernels::fused::run_summing(&prog.program, &prog.shape, &ins, outs, &mut sum_outs, span.clone());
+            }
+            if crate::exec::faults::fused_broken()
+                && let Some(&first) = outputs.first().or(sums.first().map(|s| &s.out))
+                && val(first).dtype.is_float()
+            {
                 // SAFETY: as above; the step is still the only writer of its first result.
                 let first = unsafe { f.dst::<T>(val(first)) };
                 if let Some(x) = first.first_mut() {
@@ -168,6 +174,7 @@ pub(crate) fn run_step<'a>(step: &Step, vals: &'a [Option<ValRef>], f: &Frame<'a
                 );
             }
         }
+        StepKind::WindowPart { op, x, out, first } => window_part(op, val(*x), val(*out), *first, f),
         StepKind::Generic { op, inputs, out } if direct_step(op, inputs, *out, vals, f) => {}
         StepKind::Generic { op, inputs, out } => {
             let args: Vec<crate::Tensor> = inputs.iter().map(|&i| f.tensor(val(i))).collect();
@@ -242,6 +249,30 @@ fn direct_step<'a>(
         }
     }, _ => return false);
     true
+}
+
+/// Rows `first..` of an `unfold`, or image planes `first..` of a `fold`, of the whole input
+/// `x`, into `out` (see `StepKind::WindowPart`).
+fn window_part<'a>(op: &crate::ops::Op, x: &ValRef, out: &ValRef, first: usize, f: &Frame<'a>) {
+    use crate::ops::Op;
+    use janus_kernels::conv as k;
+    let s = x.shape.sizes();
+    let geometry = crate::ops::conv::window;
+    with_float_type!(out.dtype, T => {
+        // SAFETY: the result is disjoint from the operand (plan).
+        let dst = unsafe { f.dst::<T>(out) };
+        match op {
+            Op::Unfold(p) => k::unfold_part(
+                &geometry(&p.window, s[0], s[1], [s[2], s[3]]),
+                f.dense::<T>(x),
+                p.pad_value.get() as T,
+                dst,
+                first,
+            ),
+            Op::Fold(p) => k::fold_part(&geometry(&p.window, s[3], s[0], p.size), f.dense::<T>(x), dst, first),
+            _ => unreachable!("only unfold and fold run in parts"),
+        }
+    }, _ => unreachable!("window parts are float"))
 }
 
 fn cat<'a, T: Element>(dim: usize, parts: &[usize], out: usize, vals: &'a [Option<ValRef>], f: &Frame<'a>) {

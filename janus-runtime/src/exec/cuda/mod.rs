@@ -319,6 +319,7 @@ impl CudaPlan {
                 StepKind::Generic { op, inputs, out } => {
                     self.generic(b, op, inputs.iter().map(|&i| val(i)).collect(), val(*out))?
                 }
+                StepKind::WindowPart { .. } => unreachable!("only the CPU backend splits steps"),
             }
         }
         Ok(())
