@@ -187,6 +187,17 @@ scratch!(f64, SCRATCH_F64);
 /// `strided::PARALLEL_MIN_ELEMS`).
 const PARALLEL_MIN: usize = 1 << 18;
 
+/// A reader of each input over `shape`.
+fn readers<'a, T: Copy>(shape: &[usize], inputs: &[Input<'a, T>]) -> SmallVec<[Reader<'a, T>; 4]> {
+    inputs
+        .iter()
+        .map(|i| match i {
+            Input::Float(s) => Reader::Float(StridedReader::new(shape, *s)),
+            Input::Bool(s) => Reader::Bool(StridedReader::new(shape, *s)),
+        })
+        .collect()
+}
+
 /// Runs `prog` over `shape`; `outputs[i]` receives register `prog.outputs[i]`.
 pub fn run<T: Scratch>(prog: &Program, shape: &[usize], inputs: &[Input<T>], outputs: Outputs<'_, T>) {
     let n: usize = shape.iter().product();
@@ -195,13 +206,7 @@ pub fn run<T: Scratch>(prog: &Program, shape: &[usize], inputs: &[Input<T>], out
     if n == 0 {
         return;
     }
-    let readers: SmallVec<[Reader<T>; 4]> = inputs
-        .iter()
-        .map(|i| match i {
-            Input::Float(s) => Reader::Float(StridedReader::new(shape, *s)),
-            Input::Bool(s) => Reader::Bool(StridedReader::new(shape, *s)),
-        })
-        .collect();
+    let readers = readers(shape, inputs);
     if n < PARALLEL_MIN || !crate::parallel::allowed() {
         run_range(prog, &readers, 0, outputs);
         return;
@@ -311,13 +316,7 @@ pub fn run_summing<T: Scratch>(
             (s.reg, SumPlan::new(shape, s.strides))
         })
         .collect();
-    let readers: SmallVec<[Reader<T>; 4]> = inputs
-        .iter()
-        .map(|i| match i {
-            Input::Float(s) => Reader::Float(StridedReader::new(shape, *s)),
-            Input::Bool(s) => Reader::Bool(StridedReader::new(shape, *s)),
-        })
-        .collect();
+    let readers = readers(shape, inputs);
     if count == 1 {
         // One part accumulates straight into the results, as `sum_dims` does.
         let mut accs: SmallVec<[&mut [T]; 2]> = sums.iter_mut().map(|s| &mut *s.out).collect();
@@ -633,32 +632,42 @@ fn run_tile<T: Scratch>(prog: &Program, readers: &[Reader<T>], start: usize, len
 mod tests {
     use super::*;
 
+    /// Register 3 = input 0 * 2 + input 1 (registers 0 and 1 hold the inputs).
+    fn twice_a_plus_b() -> [Instr; 4] {
+        [
+            Instr::Load { dst: 0, input: 0 },
+            Instr::Load { dst: 1, input: 1 },
+            Instr::BinaryConst {
+                dst: 2,
+                f: FBinary::Op(BinaryOp::Mul),
+                a: 0,
+                c: 2f64.to_bits(),
+                const_left: false,
+            },
+            Instr::Binary { dst: 3, f: FBinary::Op(BinaryOp::Add), a: 2, b: 1 },
+        ]
+    }
+
     #[test]
     fn chain_with_broadcast_bool_and_constants() {
         // out0 = sigmoid(a * 2 + b_row); out1 = (a > 0) ? a : 0.5 * a ; out2 = (a > 0)
         let prog = Program {
-            instrs: vec![
-                Instr::Load { dst: 0, input: 0 },
-                Instr::Load { dst: 1, input: 1 },
-                Instr::BinaryConst {
-                    dst: 2,
-                    f: FBinary::Op(BinaryOp::Mul),
-                    a: 0,
-                    c: 2f64.to_bits(),
-                    const_left: false,
-                },
-                Instr::Binary { dst: 3, f: FBinary::Op(BinaryOp::Add), a: 2, b: 1 },
-                Instr::Unary { dst: 4, f: FUnary::Op(UnaryOp::Sigmoid), a: 3 },
-                Instr::BinaryConst { dst: 5, f: FBinary::Cmp(CmpOp::Gt), a: 0, c: 0, const_left: false },
-                Instr::BinaryConst {
-                    dst: 6,
-                    f: FBinary::Op(BinaryOp::Mul),
-                    a: 0,
-                    c: 0.5f64.to_bits(),
-                    const_left: true,
-                },
-                Instr::Select { dst: 7, c: 5, a: 0, b: 6 },
-            ],
+            instrs: [
+                &twice_a_plus_b()[..],
+                &[
+                    Instr::Unary { dst: 4, f: FUnary::Op(UnaryOp::Sigmoid), a: 3 },
+                    Instr::BinaryConst { dst: 5, f: FBinary::Cmp(CmpOp::Gt), a: 0, c: 0, const_left: false },
+                    Instr::BinaryConst {
+                        dst: 6,
+                        f: FBinary::Op(BinaryOp::Mul),
+                        a: 0,
+                        c: 0.5f64.to_bits(),
+                        const_left: true,
+                    },
+                    Instr::Select { dst: 7, c: 5, a: 0, b: 6 },
+                ],
+            ]
+            .concat(),
             num_regs: 8,
             outputs: vec![4, 7, 5],
         };
@@ -688,22 +697,7 @@ mod tests {
     /// runs, for small and large shapes whose rows cross tiles and parts.
     #[test]
     fn sums_give_the_bits_of_sum_dims_on_the_stored_result() {
-        let prog = Program {
-            instrs: vec![
-                Instr::Load { dst: 0, input: 0 },
-                Instr::Load { dst: 1, input: 1 },
-                Instr::BinaryConst {
-                    dst: 2,
-                    f: FBinary::Op(BinaryOp::Mul),
-                    a: 0,
-                    c: 2f64.to_bits(),
-                    const_left: false,
-                },
-                Instr::Binary { dst: 3, f: FBinary::Op(BinaryOp::Add), a: 2, b: 1 },
-            ],
-            num_regs: 4,
-            outputs: vec![3],
-        };
+        let prog = Program { instrs: twice_a_plus_b().to_vec(), num_regs: 4, outputs: vec![3] };
         for shape in [[3, 5, 7], [7, 5, 301], [2, 1, 33], [64, 16, 97], [5, 3, 5000], [1, 1, 70_001]] {
             let n: usize = shape.iter().product();
             let a: Vec<f32> = (0..n).map(|i| ((i * 7919 % 2003) as f32 - 1000.0) / 97.0).collect();

@@ -344,7 +344,7 @@ fn halves(kind: &StepKind, v: &mut Values) -> Option<[StepKind; 2]> {
 #[cfg(test)]
 mod tests {
     use super::super::CpuPlan;
-    use crate::exec::lower::{StepKind, lower};
+    use crate::exec::lower::{Lowered, StepKind, lower};
     use crate::exec::memory::tests::Rng;
     use crate::exec::memory::{check, validate};
     use crate::passes::testing::trace;
@@ -427,7 +427,7 @@ mod tests {
     }
 
     /// Sums fused into their elementwise programs give the bits of eager sums, whole or split
-    /// between the workers by their fixed parts.
+    /// between the workers by their fixed parts (sums over the first dimension) or by rows.
     #[test]
     fn fused_sums_give_eager_bits_whole_and_split() {
         let inputs = [Tensor::randn([64, 16, 8, 9]), Tensor::randn([1, 16, 1, 1])];
@@ -441,33 +441,37 @@ mod tests {
                 (&y * 2.0).exp(),
             ]
         };
-        let eager = program(&inputs);
-        let (g, _) = crate::passes::optimize(trace(&inputs, program));
-        let l = lower(&g);
-        let summing = |l: &crate::exec::lower::Lowered| {
+        let summing = |l: &Lowered| {
             l.steps
                 .iter()
                 .filter(|s| matches!(&s.kind, StepKind::Fused { sums, .. } if !sums.is_empty()))
                 .count()
         };
-        assert!(summing(&l) >= 1, "no sum was fused: {:?}", l.steps);
-        let bits = |t: &Tensor| t.to_vec::<f32>().iter().map(|v| v.to_bits()).collect::<Vec<_>>();
         for split in [None, Some(0)] {
-            let plan = CpuPlan::with_split(&l, split);
-            assert_eq!(plan.split.is_some(), split.is_some());
-            if let Some(s) = &plan.split {
-                validate(s);
-                check(s).unwrap();
-                let spans =
-                    s.steps.iter().filter(|st| matches!(&st.kind, StepKind::Fused { span: Some(_), .. }));
-                assert_eq!(spans.count(), 2 * summing(&l), "every summing step splits in two");
-            }
-            for two in [false, true] {
-                let got = plan.run_as(&l, &inputs, Some(two));
-                for (k, (a, e)) in got.iter().zip(&eager).enumerate() {
-                    assert_eq!(bits(a), bits(e), "output {k}, split {split:?}, two workers {two}");
+            assert_eager_bits(&inputs, program, split, |l, s| {
+                assert!(summing(l) >= 1, "no sum was fused: {:?}", l.steps);
+                if let Some(s) = s {
+                    let spans =
+                        s.steps.iter().filter(|st| matches!(&st.kind, StepKind::Fused { span: Some(_), .. }));
+                    assert_eq!(spans.count(), 2 * summing(l), "every summing step splits in two");
                 }
-            }
+            });
+        }
+        // Sums that keep the first dimension (a layer norm's row sums) split with the rows.
+        let rows = |x: &[Tensor]| {
+            let z = (&x[0] * &x[1]).exp();
+            vec![z.sum_dims(&[3], false), z.sum_dims(&[1, 2, 3], true), (&z * 3.0).sum_dims(&[2], true)]
+        };
+        for split in [None, Some(0)] {
+            assert_eager_bits(&inputs, rows, split, |l, s| {
+                assert!(summing(l) >= 1, "no sum was fused: {:?}", l.steps);
+                if let Some(s) = s {
+                    let halves = s.steps.iter().filter(
+                        |st| matches!(&st.kind, StepKind::Fused { sums, span: None, .. } if !sums.is_empty()),
+                    );
+                    assert_eq!(halves.count(), 2 * summing(l), "every summing step splits by rows");
+                }
+            });
         }
     }
 
@@ -484,32 +488,15 @@ mod tests {
             let g = x[1].reshape([8, 3, 16]).pad(2, 0, 9).reshape([8, 3, 5, 5]);
             vec![y, apply(Op::MaxPool2dBackward(w), &[&x[0], &g])]
         };
-        let eager = program(&inputs);
-        let (g, _) = crate::passes::optimize(trace(&inputs, program));
-        let l = lower(&g);
-        let plan = CpuPlan::with_split(&l, Some(0));
-        let s = plan.split.as_ref().expect("pooling splits");
-        validate(s);
-        check(s).unwrap();
-        let pools = |l: &crate::exec::lower::Lowered| {
-            l.steps
-                .iter()
-                .filter(|st| {
-                    matches!(
-                        &st.kind,
-                        StepKind::Generic { op: Op::MaxPool2d(_) | Op::MaxPool2dBackward(_), .. }
-                    )
-                })
-                .count()
+        let pools = |l: &Lowered| {
+            let pool = |k: &StepKind| {
+                matches!(k, StepKind::Generic { op: Op::MaxPool2d(_) | Op::MaxPool2dBackward(_), .. })
+            };
+            l.steps.iter().filter(|st| pool(&st.kind)).count()
         };
-        assert_eq!((pools(&l), pools(s)), (2, 4), "{:?}", s.steps);
-        let bits = |t: &Tensor| t.to_vec::<f32>().iter().map(|v| v.to_bits()).collect::<Vec<_>>();
-        for two in [false, true] {
-            let got = plan.run_as(&l, &inputs, Some(two));
-            for (k, (a, e)) in got.iter().zip(&eager).enumerate() {
-                assert_eq!(bits(a), bits(e), "output {k}, two workers {two}");
-            }
-        }
+        assert_eager_bits(&inputs, program, Some(0), |l, s| {
+            assert_eq!((pools(l), s.map(pools)), (2, Some(4)), "{:?}", s.map(|s| &s.steps));
+        });
     }
 
     /// `unfold` (im2col, one input channel as in a first convolution) and `fold` split into
@@ -525,20 +512,37 @@ mod tests {
             let fold = Op::Fold(Fold { window: w, size: [6, 7] });
             vec![apply(unfold, &[&x[0]]), apply(fold, &[&x[1]])]
         };
-        let eager = program(&inputs);
-        let (g, _) = crate::passes::optimize(trace(&inputs, program));
+        assert_eager_bits(&inputs, program, Some(0), |_, s| {
+            let s = s.expect("unfold and fold split");
+            let parts = s.steps.iter().filter(|st| matches!(st.kind, StepKind::WindowPart { .. })).count();
+            assert_eq!(parts, 4, "{:?}", s.steps);
+        });
+    }
+
+    /// Compiles `program` on `inputs` with steps costing at least `split` split in halves,
+    /// checks the split plan, lets `inspect` look at the whole and the split steps, and asserts
+    /// the bits of eager execution on one and on two workers.
+    fn assert_eager_bits(
+        inputs: &[Tensor],
+        program: impl Fn(&[Tensor]) -> Vec<Tensor>,
+        split: Option<u64>,
+        inspect: impl Fn(&Lowered, Option<&Lowered>),
+    ) {
+        let eager = program(inputs);
+        let (g, _) = crate::passes::optimize(trace(inputs, &program));
         let l = lower(&g);
-        let plan = CpuPlan::with_split(&l, Some(0));
-        let s = plan.split.as_ref().expect("unfold and fold split");
-        validate(s);
-        check(s).unwrap();
-        let parts = s.steps.iter().filter(|st| matches!(st.kind, StepKind::WindowPart { .. })).count();
-        assert_eq!(parts, 4, "{:?}", s.steps);
+        let plan = CpuPlan::with_split(&l, split);
+        assert_eq!(plan.split.is_some(), split.is_some(), "whether the plan splits");
+        if let Some(s) = &plan.split {
+            validate(s);
+            check(s).unwrap();
+        }
+        inspect(&l, plan.split.as_ref());
         let bits = |t: &Tensor| t.to_vec::<f32>().iter().map(|v| v.to_bits()).collect::<Vec<_>>();
         for two in [false, true] {
-            let got = plan.run_as(&l, &inputs, Some(two));
+            let got = plan.run_as(&l, inputs, Some(two));
             for (k, (a, e)) in got.iter().zip(&eager).enumerate() {
-                assert_eq!(bits(a), bits(e), "output {k}, two workers {two}");
+                assert_eq!(bits(a), bits(e), "output {k}, split {split:?}, two workers {two}");
             }
         }
     }
