@@ -1,9 +1,10 @@
 //! Splitting large steps into two halves along their leading dimension, so that the two workers
 //! can share one step's work (issue 13). The halves of a GEMM take half of the rows of the left
 //! factor and of the result each; the halves of a fused elementwise program, of a
-//! concatenation along a later dimension, of a copy or of a max pooling, half of every
-//! row-indexed operand. A fused program whose sums reduce the leading dimension splits by its
-//! sums' fixed parts instead, with a third step adding the two partial sums. Row-aligned
+//! concatenation along a later dimension, of a copy, of a reduction over later dimensions or
+//! of a max pooling, half of every row-indexed operand. A fused program whose sums reduce the
+//! leading dimension splits by its sums' fixed parts instead, with a third step adding the two
+//! partial sums; `unfold` and `fold` split into parts of their rows and image planes. Row-aligned
 //! chains then split into two independent chains: the next step's lower half reads only the
 //! rows the previous step's lower half wrote, and the schedule orders steps by the element
 //! ranges they read and write (`memory::dependencies`), so the two halves of an RNN's
@@ -240,8 +241,9 @@ fn add_partials(v: &Values, out: usize, a: usize, b: usize) -> StepKind {
 }
 
 /// The two halves of a step, when it splits: a rank-2 or batched GEMM, a fused elementwise
-/// program, a concatenation along a dimension after the first, a copy, or a max pooling (or
-/// its backward) over dense samples, with at least two leading rows and dense results.
+/// program, a concatenation along a dimension after the first, a copy, a reduction or softmax
+/// over later dimensions, or a max pooling (or its backward) over dense samples, with at least
+/// two leading rows and dense results.
 fn halves(kind: &StepKind, v: &mut Values) -> Option<[StepKind; 2]> {
     let l = v.old;
     let val = |i: usize| l.vals[i].as_ref();
@@ -306,6 +308,20 @@ fn halves(kind: &StepKind, v: &mut Values) -> Option<[StepKind; 2]> {
                 let outs = outputs.iter().map(|&o| v.own(o, part)).collect();
                 let sums = sums.iter().map(|s| FusedSum { out: v.own(s.out, part), ..s.clone() }).collect();
                 StepKind::Fused { prog, inputs: ins, outputs: outs, reads: reads.clone(), sums, span: None }
+            })
+        }
+        // A reduction, softmax or argmax over later dimensions works row by row of the
+        // leading one (`janus_kernels::reduce`: per outer row): each half takes its rows.
+        StepKind::Reduce { kind, x, dims, out } => {
+            if !leads(*x, lead) || !dense(*x) || dims.outer < lead || dims.outer % lead != 0 {
+                return None;
+            }
+            let per_row = dims.outer / lead;
+            cut.map(|part| StepKind::Reduce {
+                kind: *kind,
+                x: v.own(*x, part),
+                dims: janus_kernels::reduce::ReduceDims { outer: per_row * part.1, ..*dims },
+                out: v.own(*out, part),
             })
         }
         // A copy (a transpose, a permutation made dense): each half copies its own rows.
@@ -516,6 +532,28 @@ mod tests {
             let s = s.expect("unfold and fold split");
             let parts = s.steps.iter().filter(|st| matches!(st.kind, StepKind::WindowPart { .. })).count();
             assert_eq!(parts, 4, "{:?}", s.steps);
+        });
+    }
+
+    /// Softmaxes, maxima, argmaxima and log-sum-exps over later dimensions split by rows, with
+    /// the bits of eager execution.
+    #[test]
+    fn row_reductions_split_by_rows_with_eager_bits() {
+        let inputs = [Tensor::randn([6, 5, 7])];
+        let program = |x: &[Tensor]| {
+            let a = x[0].tanh();
+            vec![
+                a.softmax(2),
+                a.log_softmax(1),
+                a.max(2),
+                a.argmax(1).to_dtype(crate::DType::F32),
+                a.logsumexp_keepdim(2),
+            ]
+        };
+        let reduce =
+            |l: &Lowered| l.steps.iter().filter(|st| matches!(st.kind, StepKind::Reduce { .. })).count();
+        assert_eager_bits(&inputs, program, Some(0), |l, s| {
+            assert_eq!(s.map(reduce), Some(2 * reduce(l)), "every reduction splits: {:?}", l.steps);
         });
     }
 
