@@ -232,23 +232,113 @@ pub fn run<T: Scratch>(prog: &Program, shape: &[usize], inputs: &[Input<T>], out
 }
 
 /// Runs the program over positions `start..start + len(outputs)`, tile by tile.
-fn run_range<T: Scratch>(prog: &Program, readers: &[Reader<T>], start: usize, mut outputs: Outputs<T>) {
+fn run_range<'a, T: Scratch>(
+    prog: &Program,
+    readers: &[Reader<'a, T>],
+    start: usize,
+    mut outputs: Outputs<T>,
+) {
     let n = outputs.first().map_or(0, |o| o.len());
-    T::with_scratch(prog.num_regs as usize * TILE, |regs| {
+    with_frame(prog, readers, n, |frame| {
         let mut done = 0;
         while done < n {
             let len = TILE.min(n - done);
-            run_tile(prog, readers, start + done, len, regs);
-            store(prog, regs, &mut outputs, done, len);
+            run_tile(prog, readers, frame, start + done, len);
+            store(prog, frame, &mut outputs, done, len);
             done += len;
         }
     });
 }
 
+/// How a `Load` gets its input during one run.
+#[derive(Clone, Copy)]
+enum Source {
+    /// Copied into the register, tile by tile (strided, partly broadcast, or bool).
+    Copy,
+    /// Read in place: a float input dense over the whole output.
+    Dense,
+    /// Read from fill tile `k`: an input broadcast from one value, filled once per run.
+    Fill(usize),
+}
+
+/// One run's registers. A register written by a `Load` may be a view instead of a tile of
+/// `regs`: of a dense input's own buffer, or of a fill tile. Each instruction is a pass over
+/// its tile, bound by stores to L1, so a load that copies nothing saves a pass: the Adam
+/// update's program (four dense tensors, seven scalars, 13 ops) copied 11 tiles per 13 ops.
+struct Frame<'s, 'a: 's, T> {
+    regs: &'s mut [T],
+    /// Ties the inputs' lifetime to the frame's (dense views borrow the inputs).
+    _inputs: std::marker::PhantomData<&'s &'a ()>,
+    views: SmallVec<[Option<&'s [T]>; 24]>,
+    sources: SmallVec<[Source; 12]>,
+    /// Fill tile `k` is `fills[k * fill_len..][..fill_len]`.
+    fills: &'s [T],
+    fill_len: usize,
+}
+
+impl<'s, 'a: 's, T: Float> Frame<'s, 'a, T> {
+    /// The destination register (mutable, no longer a view) and up to three operands.
+    #[inline(always)]
+    fn operands(&mut self, len: usize, dst: Reg, ops: [Reg; 3]) -> (&mut [T], [&[T]; 3]) {
+        self.views[dst as usize] = None;
+        let views = ops.map(|r| self.views[r as usize]);
+        let (out, regs) = split(self.regs, len, dst, ops);
+        (out, [0, 1, 2].map(|k| views[k].unwrap_or(regs[k])))
+    }
+
+    /// Register `r`'s first `len` values.
+    fn reg(&self, r: Reg, len: usize) -> &[T] {
+        self.views[r as usize].unwrap_or(&self.regs[r as usize * TILE..r as usize * TILE + len])
+    }
+}
+
+/// Runs `body` with a frame over this thread's scratch for a run of `n` positions: the loads'
+/// sources decided, and the fill tiles (at most `n` long) filled.
+fn with_frame<'a, T: Scratch, R>(
+    prog: &Program,
+    readers: &[Reader<'a, T>],
+    n: usize,
+    body: impl FnOnce(&mut Frame<'_, 'a, T>) -> R,
+) -> R {
+    let fill_len = TILE.min(n);
+    let mut values: SmallVec<[T; 8]> = SmallVec::new();
+    let sources: SmallVec<[Source; 12]> = readers
+        .iter()
+        .map(|r| match r {
+            Reader::Float(r) if r.dense(0..0).is_some() => Source::Dense,
+            Reader::Float(r) if r.constant().is_some() => {
+                values.push(r.constant().unwrap());
+                Source::Fill(values.len() - 1)
+            }
+            Reader::Bool(r) if r.constant().is_some() => {
+                values.push(bit(r.constant().unwrap()));
+                Source::Fill(values.len() - 1)
+            }
+            _ => Source::Copy,
+        })
+        .collect();
+    let nregs = prog.num_regs as usize;
+    T::with_scratch(nregs * TILE + values.len() * fill_len, |scratch| {
+        let (regs, fills) = scratch.split_at_mut(nregs * TILE);
+        for (tile, &v) in fills.chunks_exact_mut(fill_len.max(1)).zip(&values) {
+            tile.fill(v);
+        }
+        let views = SmallVec::from_elem(None, nregs);
+        let mut frame = Frame { regs, _inputs: std::marker::PhantomData, views, sources, fills, fill_len };
+        body(&mut frame)
+    })
+}
+
 /// Copies a tile's output registers into positions `at..at + len` of the outputs.
-fn store<T: Float>(prog: &Program, regs: &[T], outputs: &mut Outputs<T>, at: usize, len: usize) {
+fn store<T: Float>(
+    prog: &Program,
+    frame: &Frame<'_, '_, T>,
+    outputs: &mut Outputs<T>,
+    at: usize,
+    len: usize,
+) {
     for (o, &r) in outputs.iter_mut().zip(&prog.outputs) {
-        let src = &regs[r as usize * TILE..r as usize * TILE + len];
+        let src = frame.reg(r, len);
         match o {
             Output::Float(s) => s[at..at + len].copy_from_slice(src),
             Output::Bool(s) => {
@@ -358,24 +448,23 @@ pub fn run_summing<T: Scratch>(
 
 /// Runs positions `part` of the program, storing into `outs` (which start at `part.start`) and
 /// summing into `accs`, one per plan.
-fn sum_part<T: Scratch>(
+fn sum_part<'a, T: Scratch>(
     prog: &Program,
-    readers: &[Reader<T>],
+    readers: &[Reader<'a, T>],
     plans: &[(Reg, SumPlan)],
     part: std::ops::Range<usize>,
     mut outs: Outputs<'_, T>,
     accs: &mut [&mut [T]],
 ) {
     let mut states: SmallVec<[RowSum<T>; 2]> = SmallVec::from_elem(RowSum::default(), plans.len());
-    T::with_scratch(prog.num_regs as usize * TILE, |regs| {
+    with_frame(prog, readers, part.len(), |frame| {
         let mut done = part.start;
         while done < part.end {
             let len = TILE.min(part.end - done);
-            run_tile(prog, readers, done, len, regs);
-            store(prog, regs, &mut outs, done - part.start, len);
+            run_tile(prog, readers, frame, done, len);
+            store(prog, frame, &mut outs, done - part.start, len);
             for (((reg, plan), acc), state) in plans.iter().zip(accs.iter_mut()).zip(&mut states) {
-                let r = *reg as usize * TILE;
-                plan.add(part.clone(), done, &regs[r..r + len], acc, state);
+                plan.add(part.clone(), done, frame.reg(*reg, len), acc, state);
             }
             done += len;
         }
@@ -581,32 +670,49 @@ fn each_binary_const<T: Float>(f: FBinary, out: &mut [T], x: &[T], c: T, const_l
     }
 }
 
-fn run_tile<T: Scratch>(prog: &Program, readers: &[Reader<T>], start: usize, len: usize, regs: &mut [T]) {
+fn run_tile<'s, 'a: 's, T: Scratch>(
+    prog: &Program,
+    readers: &[Reader<'a, T>],
+    frame: &mut Frame<'s, 'a, T>,
+    start: usize,
+    len: usize,
+) {
     for ins in &prog.instrs {
         match *ins {
             Instr::Load { dst, input } => {
-                let out = &mut regs[dst as usize * TILE..dst as usize * TILE + len];
-                match &readers[input as usize] {
-                    Reader::Float(r) => r.read(start, out, |x| x),
-                    Reader::Bool(r) => r.read(start, out, bit::<T>),
+                let view = match (frame.sources[input as usize], &readers[input as usize]) {
+                    (Source::Dense, Reader::Float(r)) => r.dense(start..start + len),
+                    (Source::Fill(k), _) => {
+                        let fills: &'s [T] = frame.fills;
+                        Some(&fills[k * frame.fill_len..][..len])
+                    }
+                    _ => None,
+                };
+                frame.views[dst as usize] = view;
+                if view.is_none() {
+                    let out = &mut frame.regs[dst as usize * TILE..dst as usize * TILE + len];
+                    match &readers[input as usize] {
+                        Reader::Float(r) => r.read(start, out, |x| x),
+                        Reader::Bool(r) => r.read(start, out, bit::<T>),
+                    }
                 }
             }
             Instr::Unary { dst, f, a } => {
-                let (out, [x, _, _]) = split(regs, len, dst, [a, a, a]);
+                let (out, [x, _, _]) = frame.operands(len, dst, [a, a, a]);
                 with_best_simd(
                     #[inline(always)]
                     || each_unary(f, out, x),
                 );
             }
             Instr::Binary { dst, f, a, b } => {
-                let (out, [x, y, _]) = split(regs, len, dst, [a, b, a]);
+                let (out, [x, y, _]) = frame.operands(len, dst, [a, b, a]);
                 with_best_simd(
                     #[inline(always)]
                     || each_binary(f, out, x, y),
                 );
             }
             Instr::BinaryConst { dst, f, a, c, const_left } => {
-                let (out, [x, _, _]) = split(regs, len, dst, [a, a, a]);
+                let (out, [x, _, _]) = frame.operands(len, dst, [a, a, a]);
                 let c = T::from_f64(f64::from_bits(c));
                 with_best_simd(
                     #[inline(always)]
@@ -614,12 +720,14 @@ fn run_tile<T: Scratch>(prog: &Program, readers: &[Reader<T>], start: usize, len
                 );
             }
             Instr::Select { dst, c, a, b } => {
-                let (out, [k, x, y]) = split(regs, len, dst, [c, a, b]);
+                let (out, [k, x, y]) = frame.operands(len, dst, [c, a, b]);
                 with_best_simd(
                     #[inline(always)]
                     || {
-                        for i in 0..len {
-                            out[i] = if k[i] != T::ZERO { x[i] } else { y[i] };
+                        // Zipped, not indexed: no bounds checks, so the loop vectorises into
+                        // compare-and-blend instead of a branch per element.
+                        for (((o, &k), &a), &b) in out.iter_mut().zip(k).zip(x).zip(y) {
+                            *o = if k != T::ZERO { a } else { b };
                         }
                     },
                 );

@@ -278,6 +278,20 @@ impl<'a, T: Copy> StridedReader<'a, T> {
         StridedReader { src, plan, inner_stride }
     }
 
+    /// The elements at output positions `range` as a slice of the operand's buffer, when the
+    /// operand is dense over the whole output (one contiguous run): no copy needed.
+    #[inline]
+    pub fn dense(&self, range: Range<usize>) -> Option<&'a [T]> {
+        let o = self.src.offset;
+        (self.plan.shape.len() == 1 && self.inner_stride == 1)
+            .then(|| &self.src.data[o + range.start..o + range.end])
+    }
+
+    /// The operand's one value, when it is broadcast over the whole output.
+    pub fn constant(&self) -> Option<T> {
+        (self.plan.shape.len() == 1 && self.inner_stride == 0).then(|| self.src.data[self.src.offset])
+    }
+
     /// Fills `out` with the elements at output positions `start..start + out.len()`, converted
     /// by `f`.
     #[inline]

@@ -48,6 +48,7 @@ pub fn default_pipeline() -> Vec<(&'static str, Pass)> {
         ("fuse", fuse::run),         // elementwise chains -> fused register programs
         ("dce", dce::run),
         ("layout", layout::run), // transposed GEMM right-hand sides -> one row-major copy
+        ("dce", dce::run),       // the transposes that layout left unread
     ]
 }
 
