@@ -800,6 +800,51 @@ mod tests {
         }
     }
 
+    /// Loads that read in place (a dense input at an offset, a float and a bool broadcast from one
+    /// value) and registers reused after them: a view register freed and rewritten by a later
+    /// instruction must read the new values, over lengths that end mid-tile, whole and in parts.
+    #[test]
+    fn loads_read_in_place_and_their_registers_are_reused() {
+        use crate::elementwise::BinaryOp::{Add, Mul};
+        let prog = Program {
+            instrs: vec![
+                Instr::Load { dst: 0, input: 0 }, // x (dense, offset 3)
+                Instr::Load { dst: 1, input: 1 }, // s (one float)
+                Instr::Binary { dst: 2, f: FBinary::Op(Mul), a: 0, b: 1 },
+                // registers 0 and 1 are free now: reuse them as destinations and as a new load
+                Instr::BinaryConst {
+                    dst: 0,
+                    f: FBinary::Op(Add),
+                    a: 2,
+                    c: 1f64.to_bits(),
+                    const_left: false,
+                },
+                Instr::Load { dst: 1, input: 2 }, // k (one bool)
+                Instr::Select { dst: 3, c: 1, a: 0, b: 2 },
+                Instr::Load { dst: 1, input: 0 }, // x again, into the reused register
+                Instr::Binary { dst: 2, f: FBinary::Op(Add), a: 3, b: 1 },
+            ],
+            num_regs: 4,
+            outputs: vec![2, 0],
+        };
+        for (n, k) in [(1, true), (511, false), (1300, true), (300_001, false)] {
+            let x: Vec<f32> = (0..n + 3).map(|i| (i % 17) as f32 - 8.0).collect();
+            let (s, kb) = ([0.5f32], [k]);
+            let (mut o0, mut o1) = (vec![0.0f32; n], vec![0.0f32; n]);
+            let inputs = [
+                Input::Float(Src::new(&x, &[1], 3)),
+                Input::Float(Src::new(&s, &[0], 0)),
+                Input::Bool(Src::new(&kb, &[0], 0)),
+            ];
+            run(&prog, &[n], &inputs, smallvec::smallvec![Output::Float(&mut o0), Output::Float(&mut o1)]);
+            for i in 0..n {
+                let xs = x[i + 3] * 0.5;
+                assert_eq!(o1[i], xs + 1.0, "n={n} [{i}]");
+                assert_eq!(o0[i], if k { xs + 1.0 } else { xs } + x[i + 3], "n={n} [{i}]");
+            }
+        }
+    }
+
     /// `x * 2 + b` (b broadcast over dim 0), stored, and summed over every subset of dims:
     /// the same bits as `sum_dims` on the stored result (the eager sum), in and out of parallel
     /// runs, for small and large shapes whose rows cross tiles and parts.
