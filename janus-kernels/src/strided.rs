@@ -428,11 +428,14 @@ impl<T: crate::dtype::Float> RowSum<T> {
         }
         if q < full {
             let chunks = (full.min(at + v.len()) - q) / 16;
+            // The lanes in a local array, added as whole arrays: summed in place through
+            // `self`, they compiled to sixteen scalar adds per chunk, not one vector add.
+            let mut lanes = self.lanes;
             for c in v[j..j + 16 * chunks].chunks_exact(16) {
-                for (lane, &x) in self.lanes.iter_mut().zip(c) {
-                    *lane += x;
-                }
+                let c: &[T; 16] = c.try_into().unwrap();
+                lanes = std::array::from_fn(|i| lanes[i] + c[i]);
             }
+            self.lanes = lanes;
             (q, j) = (q + 16 * chunks, j + 16 * chunks);
         }
         while j < v.len() && q < full {
