@@ -250,6 +250,9 @@ fn run_range<'a, T: Scratch>(
     });
 }
 
+/// Runs shorter than this copy every load, with no views (see [`with_frame`]).
+const DIRECT_MIN: usize = 64;
+
 /// How a `Load` gets its input during one run.
 #[derive(Clone, Copy)]
 enum Source {
@@ -280,6 +283,9 @@ impl<'s, 'a: 's, T: Float> Frame<'s, 'a, T> {
     /// The destination register (mutable, no longer a view) and up to three operands.
     #[inline(always)]
     fn operands(&mut self, len: usize, dst: Reg, ops: [Reg; 3]) -> (&mut [T], [&[T]; 3]) {
+        if self.views.is_empty() {
+            return split(self.regs, len, dst, ops);
+        }
         self.views[dst as usize] = None;
         let views = ops.map(|r| self.views[r as usize]);
         let (out, regs) = split(self.regs, len, dst, ops);
@@ -288,7 +294,10 @@ impl<'s, 'a: 's, T: Float> Frame<'s, 'a, T> {
 
     /// Register `r`'s first `len` values.
     fn reg(&self, r: Reg, len: usize) -> &[T] {
-        self.views[r as usize].unwrap_or(&self.regs[r as usize * TILE..r as usize * TILE + len])
+        match self.views.get(r as usize) {
+            Some(Some(v)) => v,
+            _ => &self.regs[r as usize * TILE..r as usize * TILE + len],
+        }
     }
 }
 
@@ -300,6 +309,23 @@ fn with_frame<'a, T: Scratch, R>(
     n: usize,
     body: impl FnOnce(&mut Frame<'_, 'a, T>) -> R,
 ) -> R {
+    let nregs = prog.num_regs as usize;
+    if n < DIRECT_MIN {
+        // A short run copies its few elements: no views, no sources (the hit path's
+        // one-element programs pay nothing for them).
+        return T::with_scratch(nregs * TILE, |regs| {
+            let views = SmallVec::new();
+            let sources = SmallVec::new();
+            body(&mut Frame {
+                regs,
+                _inputs: std::marker::PhantomData,
+                views,
+                sources,
+                fills: &[],
+                fill_len: 0,
+            })
+        });
+    }
     let fill_len = TILE.min(n);
     let mut values: SmallVec<[T; 8]> = SmallVec::new();
     let sources: SmallVec<[Source; 12]> = readers
@@ -317,7 +343,6 @@ fn with_frame<'a, T: Scratch, R>(
             _ => Source::Copy,
         })
         .collect();
-    let nregs = prog.num_regs as usize;
     T::with_scratch(nregs * TILE + values.len() * fill_len, |scratch| {
         let (regs, fills) = scratch.split_at_mut(nregs * TILE);
         for (tile, &v) in fills.chunks_exact_mut(fill_len.max(1)).zip(&values) {
@@ -680,7 +705,8 @@ fn run_tile<'s, 'a: 's, T: Scratch>(
     for ins in &prog.instrs {
         match *ins {
             Instr::Load { dst, input } => {
-                let view = match (frame.sources[input as usize], &readers[input as usize]) {
+                let source = frame.sources.get(input as usize).copied().unwrap_or(Source::Copy);
+                let view = match (source, &readers[input as usize]) {
                     (Source::Dense, Reader::Float(r)) => r.dense(start..start + len),
                     (Source::Fill(k), _) => {
                         let fills: &'s [T] = frame.fills;
@@ -688,7 +714,9 @@ fn run_tile<'s, 'a: 's, T: Scratch>(
                     }
                     _ => None,
                 };
-                frame.views[dst as usize] = view;
+                if let Some(slot) = frame.views.get_mut(dst as usize) {
+                    *slot = view;
+                }
                 if view.is_none() {
                     let out = &mut frame.regs[dst as usize * TILE..dst as usize * TILE + len];
                     match &readers[input as usize] {
