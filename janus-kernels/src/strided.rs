@@ -529,14 +529,35 @@ impl SumPlan {
 
 /// Copies a strided operand into a contiguous buffer.
 pub fn copy<T: Copy + Sync + Send>(shape: &[usize], src: Src<T>, out: &mut [T]) {
-    // Small copies (most eager ones) skip the check.
+    // Small copies (most eager ones) skip the checks.
     if out.len() >= TRANSPOSE_MIN && shape.len() >= 2 {
         let plan = coalesce(shape, [src.strides]);
-        if let ([rows, cols], [1, stride]) = (&plan.shape[..], &plan.strides[0][..])
-            && *stride != 1
-            && *cols > 1
-        {
-            return transpose(*rows, *cols, src.data, src.offset, *stride, out);
+        match (&plan.shape[..], &plan.strides[0][..]) {
+            ([rows, cols], [1, stride]) if *stride != 1 && *cols > 1 => {
+                return transpose(*rows, *cols, src.data, src.offset, *stride, out);
+            }
+            // A batch of transposes (attention's `k^T` made dense for its product).
+            ([batch, rows, cols], [sb, 1, stride]) if *stride != 1 && *cols > 1 && rows * cols >= 256 => {
+                let (rows, cols, stride) = (*rows, *cols, *stride);
+                for (b, o) in out.chunks_mut(rows * cols).enumerate().take(*batch) {
+                    transpose(rows, cols, src.data, src.offset + b * sb, stride, o);
+                }
+                return;
+            }
+            // Runs of contiguous elements (attention's heads split from or merged into rows):
+            // one memcpy per run, without `map1`'s per-run trip through the SIMD dispatch,
+            // which cost more than a 32-element run's copy.
+            (_, strides)
+                if strides.last() == Some(&1)
+                    && (out.len() < PARALLEL_MIN_ELEMS || !crate::parallel::allowed()) =>
+            {
+                let data = src.data;
+                walk(&plan, [src.offset], 0..out.len(), |o, len, [p]| {
+                    out[o..o + len].copy_from_slice(&data[p..p + len]);
+                });
+                return;
+            }
+            _ => {}
         }
     }
     map1(shape, src, out, PARALLEL_MIN_ELEMS, |x| x);
@@ -581,6 +602,38 @@ fn transpose<T: Copy + Send + Sync>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Batched transposes and runs of contiguous elements (a `[B, T, H, D]` view read as
+    /// `[B, H, T, D]`), at an offset: every element lands where the view says.
+    #[test]
+    fn copies_batched_transposes_and_permuted_runs() {
+        let (b, h, t, d) = (3, 4, 17, 32);
+        let data: Vec<u32> = (0..b * t * h * d + 5).map(|i| i as u32).collect();
+        // [b, h, t, d] over a [b, t, h, d] buffer.
+        let strides = [t * h * d, d, h * d, 1];
+        let mut out = vec![0u32; b * h * t * d];
+        copy(&[b, h, t, d], Src::new(&data, &strides, 5), &mut out);
+        let mut k = 0;
+        for i in 0..b {
+            for j in 0..h {
+                for l in 0..t {
+                    for m in 0..d {
+                        assert_eq!(out[k], data[5 + i * strides[0] + j * strides[1] + l * strides[2] + m]);
+                        k += 1;
+                    }
+                }
+            }
+        }
+        // [b, d, t]: each batch entry's last two dimensions transposed.
+        let strides = [t * d + 3, 1, d];
+        let data: Vec<u32> = (0..b * (t * d + 3) + 5).map(|i| i as u32).collect();
+        let mut out = vec![0u32; b * d * t];
+        copy(&[b, d, t], Src::new(&data, &strides, 5), &mut out);
+        for (k, &x) in out.iter().enumerate() {
+            let (i, j, l) = (k / (d * t), k / t % d, k % t);
+            assert_eq!(x, data[5 + i * strides[0] + j + l * strides[2]], "batched transpose at {k}");
+        }
+    }
 
     #[test]
     fn copies_transposes_in_blocks() {
