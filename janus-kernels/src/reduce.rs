@@ -148,11 +148,38 @@ fn shift<T: Float>(m: T) -> T {
     if m == T::NEG_INFINITY || m == T::INFINITY { T::ZERO } else { m }
 }
 
-/// Applies `g(shifted_row, out_row)` to each softmax row; for `inner > 1` the row is gathered
-/// into a scratch buffer first and scattered back after.
+/// Applies `g(row, out_row)` to each softmax row, inside the best SIMD dispatch (`g` should be
+/// `#[inline(always)]`); for `inner > 1` the row is gathered into a scratch buffer first and
+/// scattered back after.
 fn per_row<T: Float>(src: &[T], d: ReduceDims, out: &mut [T], g: impl Fn(&[T], &mut [T]) + Sync) {
+    if d.inner == 1 && d.n > 0 {
+        // Rows in blocks of about 4096 elements, one SIMD dispatch per block: a dispatch per
+        // row cost more than a short row's work (CartPole's `[500, 2]` log-softmax took 42 µs).
+        let rows = (4096 / d.n).max(1);
+        let block = |s: &[T], o: &mut [T]| {
+            with_best_simd(
+                #[inline(always)]
+                || {
+                    // A plain loop: iterator adapters here were not inlined into the
+                    // feature-enabled copy, and `g`'s `exp` then called `fmaf` per element.
+                    let mut at = 0;
+                    while at < s.len() {
+                        g(&s[at..at + d.n], &mut o[at..at + d.n]);
+                        at += d.n;
+                    }
+                },
+            )
+        };
+        if src.len() >= PAR_MIN && d.outer > rows && crate::parallel::allowed() {
+            out.par_chunks_mut(rows * d.n).zip(src.par_chunks(rows * d.n)).for_each(|(o, s)| block(s, o));
+        } else {
+            out.chunks_mut(rows * d.n).zip(src.chunks(rows * d.n)).for_each(|(o, s)| block(s, o));
+        }
+        return;
+    }
     per_outer(src, d, out, d.n * d.inner, |s, o| {
         if d.inner == 1 {
+            // Only an empty row (`n == 0`) reaches here.
             g(s, o);
         } else {
             let mut row = vec![T::ZERO; d.n];
@@ -161,7 +188,10 @@ fn per_row<T: Float>(src: &[T], d: ReduceDims, out: &mut [T], g: impl Fn(&[T], &
                 for j in 0..d.n {
                     row[j] = s[j * d.inner + i];
                 }
-                g(&row, &mut res);
+                with_best_simd(
+                    #[inline(always)]
+                    || g(&row, &mut res),
+                );
                 for j in 0..d.n {
                     o[j * d.inner + i] = res[j];
                 }
@@ -175,6 +205,10 @@ fn per_row<T: Float>(src: &[T], d: ReduceDims, out: &mut [T], g: impl Fn(&[T], &
 /// mispredicts on masked (`-inf`) rows. Every path (eager, compiled, split) uses this order.
 #[inline(always)]
 fn row_max<T: Float>(row: &[T]) -> T {
+    if row.len() < 16 {
+        // The same value as below, whose lanes would all stay `-inf`.
+        return row.iter().fold(T::NEG_INFINITY, |a, &x| a.max_nan(x));
+    }
     let mut acc = [T::NEG_INFINITY; 16];
     let chunks = row.chunks_exact(16);
     let tail = chunks.remainder();
@@ -192,41 +226,43 @@ fn row_max<T: Float>(row: &[T]) -> T {
 
 /// `out = exp(x - m) / sum(exp(x - m))` along the axis, with `m` the row maximum.
 pub fn softmax<T: Float>(src: &[T], d: ReduceDims, out: &mut [T]) {
-    per_row(src, d, out, |x, y| {
-        with_best_simd(
-            #[inline(always)]
-            || {
-                let m = shift(row_max(x));
-                for (o, &v) in y.iter_mut().zip(x) {
-                    *o = (v - m).fast_exp();
-                }
-                let inv = T::ONE / row_sum(y);
-                for o in y.iter_mut() {
-                    *o = *o * inv;
-                }
-            },
-        )
-    });
+    per_row(
+        src,
+        d,
+        out,
+        #[inline(always)]
+        |x, y| {
+            let m = shift(row_max(x));
+            for (o, &v) in y.iter_mut().zip(x) {
+                *o = (v - m).fast_exp();
+            }
+            let inv = T::ONE / row_sum(y);
+            for o in y.iter_mut() {
+                *o = *o * inv;
+            }
+        },
+    );
 }
 
 /// `out = (x - m) - log(sum(exp(x - m)))` along the axis.
 pub fn log_softmax<T: Float>(src: &[T], d: ReduceDims, out: &mut [T]) {
-    per_row(src, d, out, |x, y| {
-        with_best_simd(
-            #[inline(always)]
-            || {
-                let m = shift(row_max(x));
-                for (o, &v) in y.iter_mut().zip(x) {
-                    *o = (v - m).fast_exp();
-                }
-                // (x - m) - log(s), not x - (m + log(s)): the shift is exact, the sum is not.
-                let ls = row_sum(y).fast_ln();
-                for (o, &v) in y.iter_mut().zip(x) {
-                    *o = (v - m) - ls;
-                }
-            },
-        )
-    });
+    per_row(
+        src,
+        d,
+        out,
+        #[inline(always)]
+        |x, y| {
+            let m = shift(row_max(x));
+            for (o, &v) in y.iter_mut().zip(x) {
+                *o = (v - m).fast_exp();
+            }
+            // (x - m) - log(s), not x - (m + log(s)): the shift is exact, the sum is not.
+            let ls = row_sum(y).fast_ln();
+            for (o, &v) in y.iter_mut().zip(x) {
+                *o = (v - m) - ls;
+            }
+        },
+    );
 }
 
 /// `out = m + log(sum(exp(x - m)))` along the axis (the reduced dimension is removed).
