@@ -224,6 +224,16 @@ fn row_max<T: Float>(row: &[T]) -> T {
     m
 }
 
+/// Fills `y` with `exp(x - m)`, `m` the row's maximum (0 if that is infinite), and returns `m`.
+#[inline(always)]
+fn exp_shifted<T: Float>(x: &[T], y: &mut [T]) -> T {
+    let m = shift(row_max(x));
+    for (o, &v) in y.iter_mut().zip(x) {
+        *o = (v - m).fast_exp();
+    }
+    m
+}
+
 /// `out = exp(x - m) / sum(exp(x - m))` along the axis, with `m` the row maximum.
 pub fn softmax<T: Float>(src: &[T], d: ReduceDims, out: &mut [T]) {
     per_row(
@@ -232,10 +242,7 @@ pub fn softmax<T: Float>(src: &[T], d: ReduceDims, out: &mut [T]) {
         out,
         #[inline(always)]
         |x, y| {
-            let m = shift(row_max(x));
-            for (o, &v) in y.iter_mut().zip(x) {
-                *o = (v - m).fast_exp();
-            }
+            exp_shifted(x, y);
             let inv = T::ONE / row_sum(y);
             for o in y.iter_mut() {
                 *o = *o * inv;
@@ -252,10 +259,7 @@ pub fn log_softmax<T: Float>(src: &[T], d: ReduceDims, out: &mut [T]) {
         out,
         #[inline(always)]
         |x, y| {
-            let m = shift(row_max(x));
-            for (o, &v) in y.iter_mut().zip(x) {
-                *o = (v - m).fast_exp();
-            }
+            let m = exp_shifted(x, y);
             // (x - m) - log(s), not x - (m + log(s)): the shift is exact, the sum is not.
             let ls = row_sum(y).fast_ln();
             for (o, &v) in y.iter_mut().zip(x) {
