@@ -1,0 +1,215 @@
+//! Tests of the fused register machine: programs against scalar references, sums against
+//! `sum_dims`' bits, loads in place.
+use super::*;
+
+/// Register 3 = input 0 * 2 + input 1 (registers 0 and 1 hold the inputs).
+fn twice_a_plus_b() -> [Instr; 4] {
+    [
+        Instr::Load { dst: 0, input: 0 },
+        Instr::Load { dst: 1, input: 1 },
+        Instr::BinaryConst {
+            dst: 2,
+            f: FBinary::Op(BinaryOp::Mul),
+            a: 0,
+            c: 2f64.to_bits(),
+            const_left: false,
+        },
+        Instr::Binary { dst: 3, f: FBinary::Op(BinaryOp::Add), a: 2, b: 1 },
+    ]
+}
+
+#[test]
+fn chain_with_broadcast_bool_and_constants() {
+    // out0 = sigmoid(a * 2 + b_row); out1 = (a > 0) ? a : 0.5 * a ; out2 = (a > 0)
+    let prog = Program {
+        instrs: [
+            &twice_a_plus_b()[..],
+            &[
+                Instr::Unary { dst: 4, f: FUnary::Op(UnaryOp::Sigmoid), a: 3 },
+                Instr::BinaryConst { dst: 5, f: FBinary::Cmp(CmpOp::Gt), a: 0, c: 0, const_left: false },
+                Instr::BinaryConst {
+                    dst: 6,
+                    f: FBinary::Op(BinaryOp::Mul),
+                    a: 0,
+                    c: 0.5f64.to_bits(),
+                    const_left: true,
+                },
+                Instr::Select { dst: 7, c: 5, a: 0, b: 6 },
+            ],
+        ]
+        .concat(),
+        num_regs: 8,
+        outputs: vec![4, 7, 5],
+    };
+    let (rows, cols) = (300, 7); // several tiles, not a multiple of TILE
+    let a: Vec<f32> = (0..rows * cols).map(|i| (i as f32 * 0.37).sin()).collect();
+    let b: Vec<f32> = (0..cols).map(|j| j as f32 * 0.1).collect();
+    let mut o0 = vec![0.0f32; rows * cols];
+    let mut o1 = vec![0.0f32; rows * cols];
+    let mut o2 = vec![false; rows * cols];
+    run(
+        &prog,
+        &[rows, cols],
+        &[Input::Float(Src::new(&a, &[cols, 1], 0)), Input::Float(Src::new(&b, &[0, 1], 0))],
+        smallvec::smallvec![Output::Float(&mut o0), Output::Float(&mut o1), Output::Bool(&mut o2)],
+    );
+    for i in 0..rows * cols {
+        let x = a[i];
+        let want = 1.0 / (1.0 + (-(x * 2.0 + b[i % cols])).exp());
+        assert!((o0[i] - want).abs() < 1e-6);
+        assert_eq!(o1[i], if x > 0.0 { x } else { 0.5 * x });
+        assert_eq!(o2[i], x > 0.0);
+    }
+}
+
+/// Loads that read in place (a dense input at an offset, a float and a bool broadcast from one
+/// value) and registers reused after them: a view register freed and rewritten by a later
+/// instruction must read the new values, over lengths that end mid-tile, whole and in parts.
+#[test]
+fn loads_read_in_place_and_their_registers_are_reused() {
+    use crate::elementwise::BinaryOp::{Add, Mul};
+    let prog = Program {
+        instrs: vec![
+            Instr::Load { dst: 0, input: 0 }, // x (dense, offset 3)
+            Instr::Load { dst: 1, input: 1 }, // s (one float)
+            Instr::Binary { dst: 2, f: FBinary::Op(Mul), a: 0, b: 1 },
+            // registers 0 and 1 are free now: reuse them as destinations and as a new load
+            Instr::BinaryConst { dst: 0, f: FBinary::Op(Add), a: 2, c: 1f64.to_bits(), const_left: false },
+            Instr::Load { dst: 1, input: 2 }, // k (one bool)
+            Instr::Select { dst: 3, c: 1, a: 0, b: 2 },
+            Instr::Load { dst: 1, input: 0 }, // x again, into the reused register
+            Instr::Binary { dst: 2, f: FBinary::Op(Add), a: 3, b: 1 },
+        ],
+        num_regs: 4,
+        outputs: vec![2, 0],
+    };
+    for (n, k) in [(1, true), (511, false), (1300, true), (300_001, false)] {
+        let x: Vec<f32> = (0..n + 3).map(|i| (i % 17) as f32 - 8.0).collect();
+        let (s, kb) = ([0.5f32], [k]);
+        let (mut o0, mut o1) = (vec![0.0f32; n], vec![0.0f32; n]);
+        let inputs = [
+            Input::Float(Src::new(&x, &[1], 3)),
+            Input::Float(Src::new(&s, &[0], 0)),
+            Input::Bool(Src::new(&kb, &[0], 0)),
+        ];
+        run(&prog, &[n], &inputs, smallvec::smallvec![Output::Float(&mut o0), Output::Float(&mut o1)]);
+        for i in 0..n {
+            let xs = x[i + 3] * 0.5;
+            assert_eq!(o1[i], xs + 1.0, "n={n} [{i}]");
+            assert_eq!(o0[i], if k { xs + 1.0 } else { xs } + x[i + 3], "n={n} [{i}]");
+        }
+    }
+}
+
+/// `x * 2 + b` (b broadcast over dim 0), stored, and summed over every subset of dims:
+/// the same bits as `sum_dims` on the stored result (the eager sum), in and out of parallel
+/// runs, for small and large shapes whose rows cross tiles and parts.
+#[test]
+fn sums_give_the_bits_of_sum_dims_on_the_stored_result() {
+    let prog = Program { instrs: twice_a_plus_b().to_vec(), num_regs: 4, outputs: vec![3] };
+    for shape in [[3, 5, 7], [7, 5, 301], [2, 1, 33], [64, 16, 97], [5, 3, 5000], [1, 1, 70_001]] {
+        let n: usize = shape.iter().product();
+        let a: Vec<f32> = (0..n).map(|i| ((i * 7919 % 2003) as f32 - 1000.0) / 97.0).collect();
+        let b: Vec<f32> = (0..shape[1] * shape[2]).map(|i| (i % 13) as f32 * 0.37).collect();
+        let (sa, sb) = ([shape[1] * shape[2], shape[2], 1], [0, shape[2], 1]);
+        for mask in 0..8u32 {
+            let reduce: Vec<bool> = (0..3).map(|d| mask & (1 << d) != 0).collect();
+            let mut strides = [0usize; 3];
+            let mut m = 1;
+            for d in (0..3).rev() {
+                if !reduce[d] {
+                    strides[d] = m;
+                    m *= shape[d];
+                }
+            }
+            for parallel in [false, true] {
+                let mut stored = vec![0.0f32; n];
+                let mut sum = vec![f32::NAN; m];
+                let mut go = || {
+                    run_summing(
+                        &prog,
+                        &shape,
+                        &[Input::Float(Src::new(&a, &sa, 0)), Input::Float(Src::new(&b, &sb, 0))],
+                        smallvec::smallvec![Output::Float(&mut stored)],
+                        &mut [SumOut { reg: 3, strides: &strides, out: &mut sum }],
+                        None,
+                    )
+                };
+                if parallel {
+                    go()
+                } else {
+                    crate::parallel::serial(go)
+                }
+                let mut want = vec![0.0f32; m];
+                crate::strided::sum_dims(&shape, Src::new(&stored, &sa, 0), &reduce, &mut want);
+                let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                assert_eq!(bits(&sum), bits(&want), "{shape:?} reduce {reduce:?} parallel {parallel}");
+                for (i, x) in stored.iter().enumerate() {
+                    assert_eq!(*x, a[i] * 2.0 + b[i % (shape[1] * shape[2])]);
+                }
+                // Two halves of the parts (as an executor splits the step), then their sum.
+                let (count, chunk) = SumPlan::parts(n, None);
+                if count == 4 && reduce[0] {
+                    let mut halves = [vec![0.0f32; m], vec![0.0f32; m]];
+                    let mut again = vec![0.0f32; n];
+                    let (lo, hi) = again.split_at_mut(2 * chunk);
+                    for (h, (out, half)) in [lo, hi].into_iter().zip(&mut halves).enumerate() {
+                        run_summing(
+                            &prog,
+                            &shape,
+                            &[Input::Float(Src::new(&a, &sa, 0)), Input::Float(Src::new(&b, &sb, 0))],
+                            smallvec::smallvec![Output::Float(out)],
+                            &mut [SumOut { reg: 3, strides: &strides, out: half }],
+                            Some(2 * h..2 * h + 2),
+                        );
+                    }
+                    let total: Vec<f32> = halves[0].iter().zip(&halves[1]).map(|(x, y)| x + y).collect();
+                    assert_eq!(bits(&total), bits(&want), "{shape:?} reduce {reduce:?}: halves");
+                    assert_eq!(again, stored);
+                }
+                // Row halves (as an executor splits a step whose sums keep dim 0).
+                if !reduce[0] {
+                    let (h, row) = (shape[0] / 2, shape[1] * shape[2]);
+                    let per_row = m / shape[0];
+                    for (r0, rows) in [(0, h), (h, shape[0] - h)] {
+                        let mut part = vec![0.0f32; rows * per_row];
+                        let mut out = vec![0.0f32; rows * row];
+                        run_summing(
+                            &prog,
+                            &[rows, shape[1], shape[2]],
+                            &[Input::Float(Src::new(&a, &sa, r0 * row)), Input::Float(Src::new(&b, &sb, 0))],
+                            smallvec::smallvec![Output::Float(&mut out)],
+                            &mut [SumOut { reg: 3, strides: &strides, out: &mut part }],
+                            None,
+                        );
+                        let whole = &want[r0 * per_row..(r0 + rows) * per_row];
+                        assert_eq!(bits(&part), bits(whole), "{shape:?} reduce {reduce:?}: rows from {r0}");
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn large_outputs_split_across_tasks() {
+    let n = 100_003;
+    let a: Vec<f64> = (0..n).map(|i| i as f64).collect();
+    let prog = Program {
+        instrs: vec![
+            Instr::Load { dst: 0, input: 0 },
+            Instr::BinaryConst {
+                dst: 1,
+                f: FBinary::Op(BinaryOp::Sub),
+                a: 0,
+                c: 1f64.to_bits(),
+                const_left: true,
+            },
+        ],
+        num_regs: 2,
+        outputs: vec![1],
+    };
+    let mut out = vec![0.0f64; n];
+    run(&prog, &[n], &[Input::Float(Src::new(&a, &[1], 0))], smallvec::smallvec![Output::Float(&mut out)]);
+    assert!(out.iter().enumerate().all(|(i, &v)| v == 1.0 - i as f64));
+}
