@@ -129,8 +129,8 @@ pub(crate) fn pad(p: &Pad, x: &Tensor, ty: &TensorType) -> Data {
 }
 
 pub(crate) fn cat(p: &Axis, xs: &[&Tensor], ty: &TensorType) -> Data {
-    let outer = ty.shape[..p.dim].iter().product();
-    let inner = ty.shape[p.dim + 1..].iter().product();
+    let outer: usize = ty.shape[..p.dim].iter().product();
+    let inner: usize = ty.shape[p.dim + 1..].iter().product();
     with_any_type!(ty.dtype, T => {
         let srcs: Vec<_> = xs.iter().map(|t| t.contiguous_slice::<T>()).collect();
         let mut at = 0;
@@ -143,7 +143,15 @@ pub(crate) fn cat(p: &Axis, xs: &[&Tensor], ty: &TensorType) -> Data {
                 (&s[..], n, at - n)
             })
             .collect();
-        Data::contiguous(T::wrap(place(&parts, outer, inner, ty.shape[p.dim])), &ty.shape)
+        // The parts cover the result in order: appended, not placed into zeros (a weight
+        // gradient's factors over every time step are concatenated so, for one GEMM).
+        let mut out = Vec::with_capacity(outer * ty.shape[p.dim] * inner);
+        for o in 0..outer {
+            for &(src, n, _) in &parts {
+                out.extend_from_slice(&src[o * n * inner..(o + 1) * n * inner]);
+            }
+        }
+        Data::contiguous(T::wrap(out), &ty.shape)
     })
 }
 

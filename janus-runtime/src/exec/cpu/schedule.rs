@@ -41,7 +41,7 @@ pub(crate) fn cost(l: &Lowered, kind: &StepKind) -> u64 {
 
 /// Below this much estimated work a program runs on the calling thread: handing steps between
 /// threads costs more than it saves.
-const PARALLEL_MIN_COST: u64 = 4_000_000;
+const PARALLEL_MIN_COST: u64 = 1_000_000;
 
 /// Whether a program is large enough for two workers to pay, on a machine with two threads.
 /// (`JANUS_PARALLEL=force`: whatever its size.)
@@ -185,7 +185,9 @@ pub(crate) fn run_parallel(sched: &Schedule, scratch: &mut Scratch, run: &(dyn F
 /// The second worker: one persistent thread per process, woken for each parallel run (issue 13:
 /// no rayon join per run, whose second half only runs if another pool thread steals it in time).
 mod helper {
+    use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::{Condvar, Mutex, OnceLock};
+    use std::time::{Duration, Instant};
 
     /// A job lent to the helper for the duration of one [`with_second`] call.
     struct Job(*const (dyn Fn() + Sync));
@@ -204,6 +206,35 @@ mod helper {
         slot: Mutex<Slot>,
         posted: Condvar,
         finished: Condvar,
+        /// A job is posted (read without the lock while the helper spins).
+        pending: AtomicBool,
+        /// The helper is running a job (read without the lock while the poster spins).
+        running: AtomicBool,
+        /// The helper sleeps on `posted` (the poster then wakes it).
+        asleep: AtomicBool,
+    }
+
+    /// How long the helper, done with a job, and a poster, done with its own half, wait
+    /// awake for the other before sleeping. Per-step replays of a rolled loop come microseconds
+    /// apart; waking a sleeping thread costs tens of microseconds, more than such a replay's
+    /// parallel gain. The waiting yields the core to any other runnable thread.
+    const SPIN: Duration = Duration::from_micros(100);
+
+    /// Spins (yielding the core) until `ready()` or [`SPIN`] passed; returns `ready()`.
+    fn spin_until(ready: impl Fn() -> bool) -> bool {
+        let t0 = Instant::now();
+        loop {
+            for _ in 0..64 {
+                if ready() {
+                    return true;
+                }
+                std::hint::spin_loop();
+            }
+            if t0.elapsed() > SPIN {
+                return ready();
+            }
+            std::thread::yield_now();
+        }
     }
 
     fn helper() -> &'static Helper {
@@ -214,19 +245,27 @@ mod helper {
                 .name("janus-worker".into())
                 .spawn(move || {
                     loop {
+                        spin_until(|| h.pending.load(Ordering::Acquire));
                         let job = {
                             let mut s = h.slot.lock().unwrap();
                             loop {
                                 if let Some(j) = s.job.take() {
+                                    h.pending.store(false, Ordering::Relaxed);
+                                    h.running.store(true, Ordering::Relaxed);
                                     s.busy = true;
                                     break j;
                                 }
+                                h.asleep.store(true, Ordering::Relaxed);
                                 s = h.posted.wait(s).unwrap();
+                                h.asleep.store(false, Ordering::Relaxed);
                             }
                         };
                         // SAFETY: the poster waits for `busy` to clear before its closure dies.
                         unsafe { (*job.0)() };
-                        h.slot.lock().unwrap().busy = false;
+                        let mut s = h.slot.lock().unwrap();
+                        s.busy = false;
+                        h.running.store(false, Ordering::Release);
+                        drop(s);
                         h.finished.notify_all();
                     }
                 })
@@ -240,7 +279,7 @@ mod helper {
     /// when the other never starts).
     pub(super) fn with_second(mine: &(dyn Fn() + Sync), theirs: &(dyn Fn() + Sync)) {
         let h = helper();
-        let posted = {
+        let (posted, wake) = {
             let mut s = h.slot.lock().unwrap();
             let idle = !s.busy && s.job.is_none();
             if idle {
@@ -252,10 +291,12 @@ mod helper {
                         job,
                     )
                 }));
+                h.pending.store(true, Ordering::Release);
             }
-            idle
+            // Read under the lock: the helper sets it under the lock before it sleeps.
+            (idle, idle && h.asleep.load(Ordering::Relaxed))
         };
-        if posted {
+        if wake {
             h.posted.notify_one();
         }
         let _reclaim = posted.then_some(Reclaim(h));
@@ -270,10 +311,15 @@ mod helper {
 
     impl Drop for Reclaim {
         fn drop(&mut self) {
-            let mut s = self.0.slot.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-            s.job = None;
+            let h = self.0;
+            // Mostly the helper finishes its half about when this thread does.
+            spin_until(|| !h.running.load(Ordering::Acquire) && !h.pending.load(Ordering::Acquire));
+            let mut s = h.slot.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            if s.job.take().is_some() {
+                h.pending.store(false, Ordering::Relaxed);
+            }
             while s.busy {
-                s = self.0.finished.wait(s).unwrap_or_else(std::sync::PoisonError::into_inner);
+                s = h.finished.wait(s).unwrap_or_else(std::sync::PoisonError::into_inner);
             }
         }
     }
