@@ -89,6 +89,69 @@ fn no_grad_variants_never_serve_calls_that_need_gradients() {
     assert_eq!(frag("cubed")[0].variants, 2, "{}", janus::explain());
 }
 
+#[janus(min_ops = 1, speculate = false)]
+fn gated(w: &Tensor, h: &Tensor) -> Tensor {
+    let y = (h.matmul(w)).tanh() * h.sigmoid();
+    y
+}
+
+#[test]
+fn a_call_needing_fewer_gradients_replays_the_graph_of_a_call_needing_more() {
+    janus::set_self_check(false); // it would hide a wrong replay behind the eager result
+    let w = Tensor::from_vec(vec![0.5f64, -0.2, 0.1, 0.9], [2, 2]).requires_grad();
+    let hw = Tensor::from_vec(vec![0.3f64, -0.7, 1.1, 0.4], [2, 2]).requires_grad();
+    // `h` with a gradient first (an RNN's later steps): compiled.
+    for _ in 0..3 {
+        let g = gated(&w, &hw).sum_all().backward();
+        let e = janus::with_mode(Mode::Eager, || gated(&w, &hw)).sum_all().backward();
+        assert!(close(g.get(&w).unwrap(), e.get(&w).unwrap()));
+        assert!(close(g.get(&hw).unwrap(), e.get(&hw).unwrap()));
+    }
+    // Then `h` without one (the zero state of the first step): that graph serves it, its
+    // gradient for `h` dropped, and `w`'s equal to eager mode's.
+    let h0 = Tensor::from_vec(vec![0.0f64, 0.5, -0.5, 0.25], [2, 2]);
+    for _ in 0..3 {
+        let y = gated(&w, &h0);
+        let g = y.sum_all().backward();
+        let e = janus::with_mode(Mode::Eager, || gated(&w, &h0));
+        assert!(close(&y, &e));
+        assert!(close(g.get(&w).unwrap(), e.sum_all().backward().get(&w).unwrap()));
+        assert!(g.get(&h0).is_none(), "no gradient for a tensor that needs none");
+    }
+    let f = &frag("gated")[0];
+    assert_eq!(f.compiles, 1, "{}", janus::explain());
+    assert!(f.hits >= 4, "{}", janus::explain());
+}
+
+#[janus(min_ops = 1, speculate = false)]
+fn squashed(w: &Tensor, h: &Tensor) -> (Tensor, Tensor) {
+    let a = h.tanh() * h.sigmoid();
+    let b = h.matmul(w).tanh();
+    (a, b)
+}
+
+#[test]
+fn an_output_that_would_lose_its_history_keeps_its_own_graph() {
+    janus::set_self_check(false);
+    let w = Tensor::from_vec(vec![0.5f64, -0.2, 0.1, 0.9], [2, 2]).requires_grad();
+    let hw = Tensor::from_vec(vec![0.3f64, -0.7, 1.1, 0.4], [2, 2]).requires_grad();
+    for _ in 0..3 {
+        let (a, _) = squashed(&w, &hw);
+        assert!(a.needs_grad());
+    }
+    // Without a gradient for `h`, `a` has no history in eager mode: the graph compiled for
+    // `h` with one would give it one, so this key compiles its own.
+    let h0 = Tensor::from_vec(vec![0.0f64, 0.5, -0.5, 0.25], [2, 2]);
+    for _ in 0..3 {
+        let (a, b) = squashed(&w, &h0);
+        assert!(!a.needs_grad(), "eager mode gives `a` no history");
+        assert!(b.needs_grad());
+        let (ea, eb) = janus::with_mode(Mode::Eager, || squashed(&w, &h0));
+        assert!(close(&a, &ea) && close(&b, &eb));
+    }
+    assert_eq!(frag("squashed")[0].compiles, 2, "{}", janus::explain());
+}
+
 /// Host state a graph cannot key: an RNG.
 struct Lcg(u64);
 impl Lcg {

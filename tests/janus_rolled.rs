@@ -93,10 +93,11 @@ fn a_loop_whose_trip_count_varies_runs_on_the_host_with_its_body_staged() {
     assert_eq!(by_name("final_state#fn").compiles, 1, "{explain}");
     assert_eq!(by_name("final_state#1").compiles, 0, "{explain}");
     assert!(explain.contains("trip count keeps changing"), "{explain}");
-    // The body compiles twice per kind of `h` (the zero state, then a state with a history),
-    // one batch size each, and makes instances of the rest; nothing compiles per trip count.
+    // The body compiles at two batch sizes and makes instances of the rest; nothing compiles
+    // per trip count. The first step (the zero state `h0`, which needs no gradient) replays
+    // the later steps' graph (its key is subsumed by theirs) instead of compiling its own.
     let body = by_name("final_state#0");
-    assert!(body.compiles <= 4, "{explain}");
+    assert!(body.compiles <= 2, "{explain}");
     assert!(body.instances >= 3, "{explain}");
     assert!(body.hits > 100, "the body replays per trip: {explain}");
 }

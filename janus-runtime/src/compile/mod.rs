@@ -199,6 +199,21 @@ impl Compiled {
         self.exec.cuda_runs()
     }
 
+    /// Whether a call whose inputs need gradients as `needs` says (fewer than this variant was
+    /// compiled for) gets every output's autograd history from a replay as eager mode would
+    /// give it: each output with history depends on an input that needs gradients there, or
+    /// on a fresh leaf.
+    pub(crate) fn keeps_histories(&self, needs: &[bool]) -> bool {
+        let Some(g) = &self.grad else { return true };
+        let d = &g.derivative;
+        self.out_grad.iter().all(|og| match *og {
+            OutGrad::Diff(j) => (d.depends[j].iter().enumerate()).any(|(t, &dep)| {
+                dep && d.grad_inputs.get(t).is_none_or(|&i| needs.get(i).copied().unwrap_or(false))
+            }),
+            _ => true,
+        })
+    }
+
     /// The ops of the recording (the eager op calls one replay stands for).
     pub fn recorded_ops(&self) -> u64 {
         self.recorded_ops

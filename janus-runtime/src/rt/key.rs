@@ -224,6 +224,44 @@ pub(crate) fn erase_dims(key: &Key, leaves: &[Tensor]) -> Key {
     k
 }
 
+/// Whether a variant keyed `cand` can serve a call keyed `call` (`leaves` are the call's):
+/// the keys are equal except that some float leaves needing no gradient in the call need one
+/// in `cand` (where they may also differ in being a leaf). The graph is the same function of
+/// its inputs; its backward computes a gradient for those inputs that autograd then drops, as
+/// it drops any gradient reaching a tensor without history. Compares erased keys as well.
+/// An RNN's first step (zero state, no history) is such a call of its later steps' graph.
+pub(crate) fn subsumes(call: &Key, leaves: &[Tensor], cand: &Key) -> bool {
+    const LEAF: u64 = 1 << 8;
+    const NEEDS_GRAD: u64 = 1 << 9;
+    if call.words.len() != cand.words.len() || call.names != cand.names || call.instance != cand.instance {
+        return false;
+    }
+    let tail: usize = leaves.iter().map(|t| t.rank() + 2).sum();
+    let Some(head) = call.words.len().checked_sub(tail) else { return false };
+    if call.words[..head] != cand.words[..head] {
+        return false;
+    }
+    let mut i = head;
+    let mut upgraded = false;
+    for t in leaves {
+        let (a, b) = (call.words[i], cand.words[i]);
+        if a != b {
+            let others = !(LEAF | NEEDS_GRAD);
+            if a & others != b & others || a & NEEDS_GRAD != 0 || b & NEEDS_GRAD == 0 {
+                return false;
+            }
+            upgraded = true;
+        }
+        // Its dims and alias class.
+        let rest = i + 1..i + t.rank() + 2;
+        if call.words[rest.clone()] != cand.words[rest] {
+            return false;
+        }
+        i += t.rank() + 2;
+    }
+    upgraded
+}
+
 thread_local! {
     /// A key whose buffers the next [`build`] on this thread reuses.
     static SPARE: std::cell::Cell<Option<Key>> = const { std::cell::Cell::new(None) };

@@ -438,6 +438,9 @@ pub(crate) struct Finished {
     pub(crate) path: Vec<Decision>,
     /// Where the statements first read a tensor's dims, if they did.
     pub(crate) shape_read: Option<&'static Location<'static>>,
+    /// Whether the statements called `backward()` (what they computed then depends on which
+    /// inputs need gradients).
+    pub(crate) backward: bool,
 }
 
 pub use crate::recorder::Decision;
@@ -542,6 +545,7 @@ impl RecordingGuard {
             asserts: expected,
             path: rec.path,
             shape_read: rec.shape_read,
+            backward: !rec.backward_roots.is_empty(),
         })
     }
 

@@ -35,6 +35,7 @@ mod checked;
 mod record;
 mod shapes;
 mod snapshot;
+mod upgrade;
 
 use checked::{CheckRun, Checking};
 
@@ -134,6 +135,8 @@ struct State {
     /// Per trip class (see [`key::trip_class`]): the sequence lengths that compile unrolled,
     /// and whether other lengths' loops run on the host now.
     trips: Mutex<HashMap<u64, TripLengths>>,
+    /// Compiles deferred because a compiled key subsumes the key (see `upgrade`).
+    deferred: AtomicU64,
 }
 
 /// A trip class's sequence lengths that compiled unrolled, and whether its loops run on the
@@ -196,6 +199,8 @@ struct Recorded {
     path: Vec<crate::trace::Decision>,
     /// Where the statements read a tensor's dims, if they did.
     shape_read: Option<&'static std::panic::Location<'static>>,
+    /// Whether the statements called `backward()`.
+    backward: bool,
 }
 
 /// A compiled variant.
@@ -210,6 +215,9 @@ struct Staged {
     shape_read: Option<&'static std::panic::Location<'static>>,
     /// What the eager call gave each output (instances must give the same).
     kinds: Vec<OutKind>,
+    /// Whether its recording called `backward()` (it then serves no subsumed key, see
+    /// `upgrade`).
+    ran_backward: bool,
     /// Replays so far, checked and panicked ones included (numbers the sampled checks).
     replays: AtomicU64,
     /// For an instance of a generic variant: the replays of all its instances, which number
@@ -308,6 +316,7 @@ impl Fragment {
                 instances: Mutex::new(VecDeque::new()),
                 dims_note: Mutex::new(None),
                 trips: Mutex::new(HashMap::new()),
+                deferred: AtomicU64::new(0),
             }
         })
     }
@@ -370,7 +379,9 @@ impl Fragment {
         let variant = match self.lookup(st, fp, &key) {
             Some(v) if v.staged.get().is_none() && v.unstageable.get().is_none() => {
                 // Still profiling: an instance of a generic variant made meanwhile serves it.
-                self.instance_for(st, fp, &key, &leaves, &inputs).unwrap_or(v)
+                (self.instance_for(st, fp, &key, &leaves, &inputs))
+                    .or_else(|| self.upgraded(st, fp, &key, &leaves, &inputs))
+                    .unwrap_or(v)
             }
             Some(v) => {
                 key::recycle(key);
@@ -384,7 +395,9 @@ impl Fragment {
                 st.counters.eager(EagerKind::Rolled, ROLLED);
                 return Enter::Body(self.scope(ScopeKind::Rolled(RollingGuard::enter()), EagerKind::Rolled));
             }
-            None => match self.instance_for(st, fp, &key, &leaves, &inputs) {
+            None => match (self.instance_for(st, fp, &key, &leaves, &inputs))
+                .or_else(|| self.upgraded(st, fp, &key, &leaves, &inputs))
+            {
                 Some(v) => v,
                 None => match self.insert(st, fp, key, &inputs, &leaves) {
                     Ok(v) => v,
@@ -572,6 +585,7 @@ impl Scope {
                             asserts: f.asserts,
                             path: f.path,
                             shape_read: f.shape_read,
+                            backward: f.backward,
                         };
                         frag.record_finished(&variant, &leaves, rec)
                     }

@@ -119,6 +119,10 @@ impl Fragment {
                 return;
             }
         }
+        if self.defers(st, v, leaves) {
+            prof.last = Some(rec);
+            return;
+        }
         let fills = (rec.graph.nodes.iter())
             .filter(|n| matches!(&n.op, crate::graph::NodeOp::Op(crate::ops::Op::Full(_))))
             .count();
@@ -163,6 +167,7 @@ impl Fragment {
                     path: rec.path,
                     shape_read: rec.shape_read,
                     kinds: rec.kinds,
+                    ran_backward: rec.backward,
                     replays: AtomicU64::new(0),
                     shared_replays: None,
                     counts: ReplayCounts::default(),

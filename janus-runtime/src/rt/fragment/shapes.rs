@@ -53,6 +53,8 @@ pub(super) struct Shapes {
     validate: Option<&'static std::panic::Location<'static>>,
     /// The samples' output kinds (a validating recording must have the same).
     kinds: Vec<OutKind>,
+    /// Whether the samples' recordings called `backward()`.
+    ran_backward: bool,
     /// Whether one recording at a size other than the samples' matched its instance. Until
     /// then instances are validated like those of a block that reads sizes: two samples fix
     /// the expressions, a third point confirms them (a constant that moved between the
@@ -232,6 +234,7 @@ impl Fragment {
             replays: Arc::new(AtomicU64::new(0)),
             validate,
             kinds: first.kinds.clone(),
+            ran_backward: samples.iter().any(|s| s.2.ran_backward),
             confirmed: AtomicBool::new(false),
         })
     }
@@ -246,18 +249,23 @@ impl Fragment {
         leaves: &[Tensor],
         inputs: &[Probed],
     ) -> Option<Arc<Variant>> {
-        if !self.site.dynamic_dims {
+        if !self.site.dynamic_dims || st.generic.read().unwrap().is_empty() {
             return None;
         }
-        let (erased, shapes) = {
-            let generic = st.generic.read().unwrap();
-            if generic.is_empty() {
-                return None;
-            }
-            let erased = key::erase_dims(key, leaves);
-            let shapes = generic.get(&erased)?.clone();
-            (erased, shapes)
-        };
+        self.instance_of(st, (fp, key), key::erase_dims(key, leaves), leaves, inputs)
+    }
+
+    /// An instance for `key` of the generic variant of erased key `erased` (the key's own, or
+    /// one that subsumes it, see [`key::subsumes`]), if these sizes match it.
+    pub(super) fn instance_of(
+        &'static self,
+        st: &State,
+        (fp, key): (u64, &Key),
+        erased: Key,
+        leaves: &[Tensor],
+        inputs: &[Probed],
+    ) -> Option<Arc<Variant>> {
+        let shapes = st.generic.read().unwrap().get(&erased)?.clone();
         if shapes.validate.is_some() || !shapes.confirmed.load(Ordering::Relaxed) {
             return None; // the call records, and `validated_instance` compares
         }
@@ -271,19 +279,25 @@ impl Fragment {
             instance: true,
             ..Variant::new(key.clone(), erased, signature(inputs), leaves)
         });
+        Some(self.install_instance(st, fp, v))
+    }
+
+    /// Puts instance `v` in the variant table (replacing its key's variant if that is still
+    /// profiling) and in the instances' list; returns the key's variant.
+    pub(super) fn install_instance(&self, st: &State, fp: u64, v: Arc<Variant>) -> Arc<Variant> {
         let mut map = st.variants.write().unwrap();
         let vs = map.entry(fp).or_default();
-        match vs.iter().position(|u| u.key == *key) {
+        match vs.iter().position(|u| u.key == v.key) {
             // A key still profiling gives way to the instance (it no longer counts as a key).
             Some(k) if vs[k].staged.get().is_none() && vs[k].unstageable.get().is_none() => {
                 vs[k] = v.clone();
                 st.keys.fetch_sub(1, Ordering::Relaxed);
             }
-            Some(k) => return Some(vs[k].clone()),
+            Some(k) => return vs[k].clone(),
             None => vs.push(v.clone()),
         }
         self.keep_instance(st, &mut map, fp, &v);
-        Some(v)
+        v
     }
 
     /// The staged instance of `shapes` for symbol values `values` (its time counted, the
@@ -306,6 +320,7 @@ impl Fragment {
             compiled: Arc::new(compiled),
             consts: shapes.consts.clone(),
             kinds: shapes.kinds.clone(),
+            ran_backward: shapes.ran_backward,
             asserts: shapes.asserts.clone(),
             path: shapes.path.clone(),
             shape_read: None,
