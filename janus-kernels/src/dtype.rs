@@ -167,6 +167,9 @@ pub trait Float:
     fn round_ties_even(self) -> Self;
     /// The angle of the point `(other, self)`: `atan(self / other)` in the right quadrant.
     fn atan2(self, other: Self) -> Self;
+    /// `self * a + b` rounded once (an FMA instruction inside [`crate::simd_math::with_best_simd`]
+    /// on CPUs with FMA; exactly rounded everywhere, so the same bits on every CPU).
+    fn mul_add(self, a: Self, b: Self) -> Self;
 }
 
 macro_rules! impl_float {
@@ -275,6 +278,10 @@ macro_rules! impl_float {
             #[inline(always)]
             fn atan2(self, other: Self) -> Self {
                 <$t>::atan2(self, other)
+            }
+            #[inline(always)]
+            fn mul_add(self, a: Self, b: Self) -> Self {
+                <$t>::mul_add(self, a, b)
             }
         }
     };

@@ -141,6 +141,13 @@ fn product<T: Float>(
             epilogue(d, n, bias);
             return;
         }
+        if narrow((m, n, k), (l, lhs_layout), (r, rhs_layout), d, accumulate) {
+            // Its sums start from +0.0 already: only a bias row needs the pass.
+            if bias.is_some() {
+                epilogue(d, n, bias);
+            }
+            return;
+        }
         // SAFETY: the asserts above bound every element gemm reads through (ptr, strides) for
         // these m, n, k; `d` is exactly m*n contiguous elements, written with rs=n, cs=1.
         unsafe {
@@ -263,6 +270,172 @@ fn gemv<T: Float>(
     }
 }
 
+/// Products with a short contracted dimension (`k <= 8`) or at most four output columns
+/// (`k >= 16`): a policy network's `[500, 128] @ [128, 2]`, its input layer `[500, 4] @ [4,
+/// 128]`, their gradients. gemm packs and blocks them for 10-35 µs each, where the
+/// multiply-adds take a few. Returns false for other shapes and layouts, leaving them to gemm.
+/// The kernel depends on the layouts and on `n` and `k`, never on `m`, so a product split by
+/// rows (two workers) runs the same kernel on each half as on the whole. Loops are written out
+/// (no iterator adapters) so that all of it compiles inside the SIMD-enabled closure. Every
+/// sum starts from +0.0 and an accumulating product adds the finished sum to `d`, which is
+/// what [`epilogue`] makes of gemm's results.
+fn narrow<T: Float>(
+    (m, n, k): (usize, usize, usize),
+    (a, al): (&[T], MatLayout),
+    (r, rl): (&[T], MatLayout),
+    d: &mut [T],
+    accumulate: bool,
+) -> bool {
+    if k <= 8 && n >= 16 {
+        // Each output row is a sum of k rows of r, scaled, in 16-wide register blocks; r is
+        // packed row-major first (at most 8 rows).
+        let mut rp = vec![T::ZERO; k * n];
+        for p in 0..k {
+            for j in 0..n {
+                rp[p * n + j] = r[p * rl.row_stride + j * rl.col_stride];
+            }
+        }
+        let rows = (a, al, &rp[..], d, accumulate);
+        with_best_simd(
+            #[inline(always)]
+            || match k {
+                1 => scaled_rows::<T, 1>(m, n, rows),
+                2 => scaled_rows::<T, 2>(m, n, rows),
+                3 => scaled_rows::<T, 3>(m, n, rows),
+                4 => scaled_rows::<T, 4>(m, n, rows),
+                5 => scaled_rows::<T, 5>(m, n, rows),
+                6 => scaled_rows::<T, 6>(m, n, rows),
+                7 => scaled_rows::<T, 7>(m, n, rows),
+                _ => scaled_rows::<T, 8>(m, n, rows),
+            },
+        );
+        return true;
+    }
+    if n > 4 || k < 16 || (al.col_stride != 1 && al.row_stride != 1) {
+        return false;
+    }
+    // The n columns of r as contiguous rows.
+    let mut rt = vec![T::ZERO; n * k];
+    for j in 0..n {
+        for p in 0..k {
+            rt[j * k + p] = r[p * rl.row_stride + j * rl.col_stride];
+        }
+    }
+    if al.col_stride == 1 {
+        // Rows of a contiguous: one dot product per output.
+        with_best_simd(
+            #[inline(always)]
+            || {
+                for i in 0..m {
+                    let row = &a[i * al.row_stride..i * al.row_stride + k];
+                    for j in 0..n {
+                        let s = dot(row, &rt[j * k..(j + 1) * k]);
+                        let o = &mut d[i * n + j];
+                        *o = if accumulate { *o + s } else { s };
+                    }
+                }
+            },
+        );
+    } else {
+        // a read transposed (its columns contiguous): each output column is a sum of k columns
+        // of a, scaled, accumulated contiguously and written across at the end.
+        let mut cols = vec![T::ZERO; n * m];
+        with_best_simd(
+            #[inline(always)]
+            || {
+                for p in 0..k {
+                    let ac = &a[p * al.col_stride..p * al.col_stride + m];
+                    for j in 0..n {
+                        let b = rt[j * k + p];
+                        let col = &mut cols[j * m..(j + 1) * m];
+                        for i in 0..m {
+                            col[i] = b.mul_add(ac[i], col[i]);
+                        }
+                    }
+                }
+            },
+        );
+        for i in 0..m {
+            for j in 0..n {
+                let (o, s) = (&mut d[i * n + j], cols[j * m + i]);
+                *o = if accumulate { *o + s } else { s };
+            }
+        }
+    }
+    true
+}
+
+/// The rows of `a @ rp` for a packed row-major `rp` of `K` rows, in 16-wide register blocks
+/// (`K` a constant, so the sum over it unrolls).
+#[inline(always)]
+fn scaled_rows<T: Float, const K: usize>(
+    m: usize,
+    n: usize,
+    (a, al, rp, d, accumulate): (&[T], MatLayout, &[T], &mut [T], bool),
+) {
+    let rp = &rp[..K * n];
+    for i in 0..m {
+        let mut ai = [T::ZERO; K];
+        for p in 0..K {
+            ai[p] = a[i * al.row_stride + p * al.col_stride];
+        }
+        let row = &mut d[i * n..(i + 1) * n];
+        let mut c = 0;
+        while c + 16 <= n {
+            let mut acc = [T::ZERO; 16];
+            for p in 0..K {
+                let src: &[T; 16] = rp[p * n + c..p * n + c + 16].try_into().unwrap();
+                for l in 0..16 {
+                    acc[l] = ai[p].mul_add(src[l], acc[l]);
+                }
+            }
+            let out: &mut [T; 16] = (&mut row[c..c + 16]).try_into().unwrap();
+            if accumulate {
+                for l in 0..16 {
+                    out[l] += acc[l];
+                }
+            } else {
+                *out = acc;
+            }
+            c += 16;
+        }
+        while c < n {
+            let mut s = T::ZERO;
+            for p in 0..K {
+                s = ai[p].mul_add(rp[p * n + c], s);
+            }
+            row[c] = if accumulate { row[c] + s } else { s };
+            c += 1;
+        }
+    }
+}
+
+/// `Σ a[p]·b[p]` in sixteen interleaved partial sums (a long chain of dependent adds is
+/// latency-bound), added up in order.
+#[inline(always)]
+fn dot<T: Float>(a: &[T], b: &[T]) -> T {
+    let len = a.len().min(b.len());
+    let mut acc = [T::ZERO; 16];
+    let mut p = 0;
+    while p + 16 <= len {
+        let x: &[T; 16] = a[p..p + 16].try_into().unwrap();
+        let y: &[T; 16] = b[p..p + 16].try_into().unwrap();
+        for l in 0..16 {
+            acc[l] = x[l].mul_add(y[l], acc[l]);
+        }
+        p += 16;
+    }
+    let mut s = T::ZERO;
+    while p < len {
+        s = a[p].mul_add(b[p], s);
+        p += 1;
+    }
+    for v in acc {
+        s += v;
+    }
+    s
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -282,9 +455,20 @@ mod tests {
 
     #[test]
     fn all_transpose_combinations_and_gemv() {
-        for &(m, n, k) in
-            &[(3, 4, 5), (1, 7, 9), (1, 3, 17), (1, 2, 128), (1, 40, 3), (6, 1, 4), (33, 65, 20)]
-        {
+        for &(m, n, k) in &[
+            (3, 4, 5),
+            (1, 7, 9),
+            (1, 3, 17),
+            (1, 2, 128),
+            (1, 40, 3),
+            (6, 1, 4),
+            (33, 65, 20),
+            (37, 2, 130),
+            (29, 4, 16),
+            (23, 40, 3),
+            (19, 17, 8),
+            (40, 1, 300),
+        ] {
             let a: Vec<f64> = (0..m * k).map(|i| (i as f64 * 0.37).sin()).collect();
             let b: Vec<f64> = (0..k * n).map(|i| (i as f64 * 0.11).cos()).collect();
             for ta in [false, true] {
@@ -347,6 +531,27 @@ mod tests {
                 for (g, w) in got[bi * m * n..(bi + 1) * m * n].iter().zip(&want) {
                     assert!((g - w).abs() < 1e-12, "batch {bi} of {al:?}");
                 }
+            }
+        }
+    }
+
+    #[test]
+    fn narrow_products_accumulate_as_a_product_then_an_add() {
+        // Shapes of each narrow kernel, in every layout of the left operand.
+        for (m, n, k) in [(9, 20, 3), (7, 2, 40), (6, 4, 17)] {
+            let a: Vec<f32> = (0..m * k).map(|i| (i as f32 * 0.7).sin()).collect();
+            let b: Vec<f32> = (0..k * n).map(|i| (i as f32 * 0.3).cos()).collect();
+            let c: Vec<f32> = (0..m * n).map(|i| (i as f32 * 1.3).sin() * 1e3).collect();
+            for al in [MatLayout::row_major(m, k), MatLayout::row_major(k, m).transposed()] {
+                let dims = MatmulDims { batch: 1, m, n, k };
+                let bl = MatLayout::row_major(k, n);
+                let mut want = vec![0.0f32; m * n];
+                matmul(dims, &a, al, &b, bl, &mut want, false);
+                want.iter_mut().zip(&c).for_each(|(w, &x)| *w += x);
+                let mut got = c.clone();
+                matmul(dims, &a, al, &b, bl, &mut got, true);
+                let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                assert_eq!(bits(&got), bits(&want), "m={m} n={n} k={k} {al:?}");
             }
         }
     }

@@ -78,6 +78,29 @@ pub(crate) fn row_sum<T: Float>(row: &[T]) -> T {
 
 /// `out[o, i] = sum_j src[o, j, i]`.
 pub fn sum<T: Float>(src: &[T], d: ReduceDims, out: &mut [T]) {
+    if d.inner == 1 && d.n > 0 {
+        // Rows in blocks of about 4096 elements, one SIMD dispatch per block (a dispatch per
+        // row cost more than a short row's sum: `[500, 2] -> [500, 1]` took 6.5 µs).
+        let rows = (4096 / d.n).max(1);
+        let block = |s: &[T], o: &mut [T]| {
+            with_best_simd(
+                #[inline(always)]
+                || {
+                    let mut r = 0;
+                    while r < o.len() {
+                        o[r] = row_sum(&s[r * d.n..(r + 1) * d.n]);
+                        r += 1;
+                    }
+                },
+            )
+        };
+        if src.len() >= PAR_MIN && d.outer > rows && crate::parallel::allowed() {
+            out.par_chunks_mut(rows).zip(src.par_chunks(rows * d.n)).for_each(|(o, s)| block(s, o));
+        } else {
+            out.chunks_mut(rows).zip(src.chunks(rows * d.n)).for_each(|(o, s)| block(s, o));
+        }
+        return;
+    }
     per_outer(src, d, out, d.inner, |s, o| {
         with_best_simd(
             #[inline(always)]
@@ -151,7 +174,17 @@ fn shift<T: Float>(m: T) -> T {
 /// Applies `g(row, out_row)` to each softmax row, inside the best SIMD dispatch (`g` should be
 /// `#[inline(always)]`); for `inner > 1` the row is gathered into a scratch buffer first and
 /// scattered back after.
-fn per_row<T: Float>(src: &[T], d: ReduceDims, out: &mut [T], g: impl Fn(&[T], &mut [T]) + Sync) {
+///
+/// Rows shorter than 16 go sixteen at a time through `g16(n, x, y)`, with `x[j][r]` element `j`
+/// of row `r` (one row per SIMD lane), which must give the bits `g` gives each row: a row of
+/// two (a policy's log-softmax) is too short to vectorise along.
+fn per_row<T: Float>(
+    src: &[T],
+    d: ReduceDims,
+    out: &mut [T],
+    g: impl Fn(&[T], &mut [T]) + Sync,
+    g16: impl Fn(usize, &Lanes<T>, &mut Lanes<T>) + Sync,
+) {
     if d.inner == 1 && d.n > 0 {
         // Rows in blocks of about 4096 elements, one SIMD dispatch per block: a dispatch per
         // row cost more than a short row's work (CartPole's `[500, 2]` log-softmax took 42 µs).
@@ -163,6 +196,23 @@ fn per_row<T: Float>(src: &[T], d: ReduceDims, out: &mut [T], g: impl Fn(&[T], &
                     // A plain loop: iterator adapters here were not inlined into the
                     // feature-enabled copy, and `g`'s `exp` then called `fmaf` per element.
                     let mut at = 0;
+                    if d.n < 16 {
+                        let (mut x, mut y) = ([[T::ZERO; 16]; 16], [[T::ZERO; 16]; 16]);
+                        while at + 16 * d.n <= s.len() {
+                            for r in 0..16 {
+                                for j in 0..d.n {
+                                    x[j][r] = s[at + r * d.n + j];
+                                }
+                            }
+                            g16(d.n, &x, &mut y);
+                            for r in 0..16 {
+                                for j in 0..d.n {
+                                    o[at + r * d.n + j] = y[j][r];
+                                }
+                            }
+                            at += 16 * d.n;
+                        }
+                    }
                     while at < s.len() {
                         g(&s[at..at + d.n], &mut o[at..at + d.n]);
                         at += d.n;
@@ -234,6 +284,36 @@ fn exp_shifted<T: Float>(x: &[T], y: &mut [T]) -> T {
     m
 }
 
+/// Sixteen short rows, one per lane: `[j][r]` is element `j` of row `r`.
+type Lanes<T> = [[T; 16]; 16];
+
+/// For sixteen rows of `n < 16` (see [`per_row`]): `y[j][r] = exp(x[j][r] - m[r])` and the
+/// rows' shifts `m` and sums, in [`exp_shifted`]'s and [`row_sum`]'s order for short rows.
+#[inline(always)]
+fn exp_shifted16<T: Float>(n: usize, x: &Lanes<T>, y: &mut Lanes<T>) -> ([T; 16], [T; 16]) {
+    let mut m = [T::NEG_INFINITY; 16];
+    for xj in &x[..n] {
+        for r in 0..16 {
+            m[r] = m[r].max_nan(xj[r]);
+        }
+    }
+    for v in &mut m {
+        *v = shift(*v);
+    }
+    let mut sum = [T::ZERO; 16];
+    for j in 0..n {
+        for r in 0..16 {
+            y[j][r] = (x[j][r] - m[r]).fast_exp();
+            sum[r] += y[j][r];
+        }
+    }
+    // `row_sum` of a short row: its (zero) lanes' total, plus the running sum.
+    for v in &mut sum {
+        *v = T::ZERO + *v;
+    }
+    (m, sum)
+}
+
 /// `out = exp(x - m) / sum(exp(x - m))` along the axis, with `m` the row maximum.
 pub fn softmax<T: Float>(src: &[T], d: ReduceDims, out: &mut [T]) {
     per_row(
@@ -246,6 +326,16 @@ pub fn softmax<T: Float>(src: &[T], d: ReduceDims, out: &mut [T]) {
             let inv = T::ONE / row_sum(y);
             for o in y.iter_mut() {
                 *o = *o * inv;
+            }
+        },
+        #[inline(always)]
+        |n, x, y| {
+            let (_, sum) = exp_shifted16(n, x, y);
+            let inv = sum.map(|s| T::ONE / s);
+            for yj in &mut y[..n] {
+                for r in 0..16 {
+                    yj[r] = yj[r] * inv[r];
+                }
             }
         },
     );
@@ -264,6 +354,19 @@ pub fn log_softmax<T: Float>(src: &[T], d: ReduceDims, out: &mut [T]) {
             let ls = row_sum(y).fast_ln();
             for (o, &v) in y.iter_mut().zip(x) {
                 *o = (v - m) - ls;
+            }
+        },
+        #[inline(always)]
+        |n, x, y| {
+            let (m, sum) = exp_shifted16(n, x, y);
+            let mut ls = [T::ZERO; 16];
+            for r in 0..16 {
+                ls[r] = sum[r].fast_ln();
+            }
+            for j in 0..n {
+                for r in 0..16 {
+                    y[j][r] = (x[j][r] - m[r]) - ls[r];
+                }
             }
         },
     );
@@ -319,6 +422,29 @@ mod tests {
         let mut o = [0.0f32];
         sum(&x, ReduceDims { outer: 1, n: x.len(), inner: 1 }, &mut o);
         assert!(((o[0] as f64 - exact) / exact).abs() < 1e-6);
+    }
+
+    #[test]
+    fn short_rows_sixteen_at_a_time_give_the_bits_of_one_at_a_time() {
+        for n in 1..16 {
+            let rows = 37;
+            let mut x: Vec<f32> = (0..rows * n).map(|i| ((i * 7919) % 101) as f32 * 0.37 - 18.0).collect();
+            x[3] = f32::NEG_INFINITY;
+            x[rows * n / 2] = f32::NAN;
+            let d = ReduceDims { outer: rows, n, inner: 1 };
+            for (name, f) in
+                [("softmax", softmax::<f32> as fn(&[f32], ReduceDims, &mut [f32])), ("log", log_softmax)]
+            {
+                let mut all = vec![0.0f32; rows * n];
+                f(&x, d, &mut all);
+                for r in 0..rows {
+                    let mut one = vec![0.0f32; n];
+                    f(&x[r * n..(r + 1) * n], ReduceDims { outer: 1, n, inner: 1 }, &mut one);
+                    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                    assert_eq!(bits(&all[r * n..(r + 1) * n]), bits(&one), "{name} n={n} row {r}");
+                }
+            }
+        }
     }
 
     #[test]
