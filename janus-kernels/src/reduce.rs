@@ -52,6 +52,24 @@ fn per_outer<T: Float, O: Send>(
     }
 }
 
+/// Runs `block(src_rows, out_rows)` over blocks of whole rows of `d.n` (`d.inner == 1`), about
+/// 4096 elements each, `per_row` outputs per row; blocks in parallel when large. Short rows
+/// then share one SIMD dispatch per block (`block` dispatches once).
+fn row_blocks<T: Float, O: Send>(
+    src: &[T],
+    d: ReduceDims,
+    out: &mut [O],
+    per_row: usize,
+    block: impl Fn(&[T], &mut [O]) + Sync,
+) {
+    let rows = (4096 / d.n).max(1);
+    if src.len() >= PAR_MIN && d.outer > rows && crate::parallel::allowed() {
+        out.par_chunks_mut(rows * per_row).zip(src.par_chunks(rows * d.n)).for_each(|(o, s)| block(s, o));
+    } else {
+        out.chunks_mut(rows * per_row).zip(src.chunks(rows * d.n)).for_each(|(o, s)| block(s, o));
+    }
+}
+
 /// Sum of a contiguous row with 16 independent accumulators (vectorisable, and more accurate
 /// than one running sum).
 #[inline(always)]
@@ -79,10 +97,9 @@ pub(crate) fn row_sum<T: Float>(row: &[T]) -> T {
 /// `out[o, i] = sum_j src[o, j, i]`.
 pub fn sum<T: Float>(src: &[T], d: ReduceDims, out: &mut [T]) {
     if d.inner == 1 && d.n > 0 {
-        // Rows in blocks of about 4096 elements, one SIMD dispatch per block (a dispatch per
-        // row cost more than a short row's sum: `[500, 2] -> [500, 1]` took 6.5 µs).
-        let rows = (4096 / d.n).max(1);
-        let block = |s: &[T], o: &mut [T]| {
+        // One SIMD dispatch per block of rows (one per row cost more than a short row's sum:
+        // `[500, 2] -> [500, 1]` took 6.5 µs).
+        row_blocks(src, d, out, 1, |s, o| {
             with_best_simd(
                 #[inline(always)]
                 || {
@@ -93,12 +110,7 @@ pub fn sum<T: Float>(src: &[T], d: ReduceDims, out: &mut [T]) {
                     }
                 },
             )
-        };
-        if src.len() >= PAR_MIN && d.outer > rows && crate::parallel::allowed() {
-            out.par_chunks_mut(rows).zip(src.par_chunks(rows * d.n)).for_each(|(o, s)| block(s, o));
-        } else {
-            out.chunks_mut(rows).zip(src.chunks(rows * d.n)).for_each(|(o, s)| block(s, o));
-        }
+        });
         return;
     }
     per_outer(src, d, out, d.inner, |s, o| {
@@ -188,8 +200,7 @@ fn per_row<T: Float>(
     if d.inner == 1 && d.n > 0 {
         // Rows in blocks of about 4096 elements, one SIMD dispatch per block: a dispatch per
         // row cost more than a short row's work (CartPole's `[500, 2]` log-softmax took 42 µs).
-        let rows = (4096 / d.n).max(1);
-        let block = |s: &[T], o: &mut [T]| {
+        row_blocks(src, d, out, d.n, |s, o| {
             with_best_simd(
                 #[inline(always)]
                 || {
@@ -219,12 +230,7 @@ fn per_row<T: Float>(
                     }
                 },
             )
-        };
-        if src.len() >= PAR_MIN && d.outer > rows && crate::parallel::allowed() {
-            out.par_chunks_mut(rows * d.n).zip(src.par_chunks(rows * d.n)).for_each(|(o, s)| block(s, o));
-        } else {
-            out.chunks_mut(rows * d.n).zip(src.chunks(rows * d.n)).for_each(|(o, s)| block(s, o));
-        }
+        });
         return;
     }
     per_outer(src, d, out, d.n * d.inner, |s, o| {
