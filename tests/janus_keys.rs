@@ -150,6 +150,7 @@ fn an_output_that_would_lose_its_history_keeps_its_own_graph() {
         assert!(close(&a, &ea) && close(&b, &eb));
     }
     assert_eq!(frag("squashed")[0].compiles, 2, "{}", janus::explain());
+    assert!(frag("squashed")[0].hits >= 2, "both keys replay: {}", janus::explain());
 }
 
 /// Host state a graph cannot key: an RNG.

@@ -220,18 +220,18 @@ mod helper {
     /// parallel gain. The waiting yields the core to any other runnable thread.
     const SPIN: Duration = Duration::from_micros(100);
 
-    /// Spins (yielding the core) until `ready()` or [`SPIN`] passed; returns `ready()`.
-    fn spin_until(ready: impl Fn() -> bool) -> bool {
+    /// Spins (yielding the core) until `ready()` or [`SPIN`] passed.
+    fn spin_until(ready: impl Fn() -> bool) {
         let t0 = Instant::now();
         loop {
             for _ in 0..64 {
                 if ready() {
-                    return true;
+                    return;
                 }
                 std::hint::spin_loop();
             }
             if t0.elapsed() > SPIN {
-                return ready();
+                return;
             }
             std::thread::yield_now();
         }
@@ -340,7 +340,8 @@ pub(crate) struct Tuner {
 /// Timed replays per mode before choosing (after [`TUNE_SKIP`] untimed warm-up replays). With 5,
 /// the per-trip bodies of a rolled loop (tens of µs, where the two modes are close) often chose
 /// wrongly on this noisy 2-core machine, and the choice sticks: the LSTM stream's rolled steady
-/// state measured 1.18x the per-shape graphs with 5, 1.09x and 1.12x with 15.
+/// state measured 1.18x the per-shape graphs with 5; with 15, 1.09-1.13x in three runs of five
+/// and 1.26x, 1.29x in the other two (README, "Dynamic shapes"), so it is narrowed, not settled.
 const TUNE_RUNS: usize = 15;
 /// The first replays touch fresh pages and cold caches: not timed.
 const TUNE_SKIP: usize = 2;

@@ -138,9 +138,8 @@ impl Fragment {
             return;
         }
         let t0 = Instant::now();
-        let distinct = key::distinct(leaves.iter().cloned().collect(), &key::first_occurrences(leaves));
         // As the recording saw them (see `trace`): the key holds every leaf's grad flags.
-        let mut needs: Vec<bool> = distinct.iter().map(|t| t.needs_grad() && t.dtype().is_float()).collect();
+        let mut needs = upgrade::needs_of(leaves);
         needs.resize(rec.graph.inputs.len(), false);
         let name = self.name();
         if self.site.speculative {

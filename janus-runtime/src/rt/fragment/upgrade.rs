@@ -76,7 +76,7 @@ impl Fragment {
 }
 
 /// Whether each graph input (the distinct leaves, in order) needs gradients.
-fn needs_of(leaves: &[Tensor]) -> Vec<bool> {
+pub(super) fn needs_of(leaves: &[Tensor]) -> Vec<bool> {
     let distinct = key::distinct(leaves.iter().cloned().collect(), &key::first_occurrences(leaves));
     distinct.iter().map(|t| t.needs_grad() && t.dtype().is_float()).collect()
 }
