@@ -8,12 +8,27 @@ use std::fmt;
 pub struct Shape(pub(crate) SmallVec<[usize; 4]>);
 
 impl Clone for Shape {
-    /// A copy of the dimensions: `from_slice` copies them in one go, where the derived clone
-    /// pushes them one by one through `SmallVec::extend` (about 60 instructions, on every
-    /// replay's output).
+    /// A copy of the dimensions (see [`copy_small`]; the derived clone pushes them one by one
+    /// through `SmallVec::extend`, about 60 instructions, on every replay's output).
     fn clone(&self) -> Self {
-        Shape(SmallVec::from_slice(&self.0))
+        Shape(copy_small(&self.0))
     }
+}
+
+/// A copy of a few dims or strides into an inline `SmallVec`, with fixed-size moves: both the
+/// derived `clone` (element pushes) and `from_slice` (a `memcpy` call for a length the compiler
+/// cannot see) cost more on the hit path, where every replay's outputs copy a shape and
+/// strides.
+#[inline]
+pub(crate) fn copy_small<const N: usize>(s: &[usize]) -> SmallVec<[usize; N]> {
+    if s.len() > N {
+        return SmallVec::from_slice(s);
+    }
+    let mut a = [0usize; N];
+    for (k, d) in a.iter_mut().enumerate() {
+        *d = s.get(k).copied().unwrap_or(0);
+    }
+    SmallVec::from_buf_and_len(a, s.len())
 }
 
 impl Shape {

@@ -272,7 +272,10 @@ impl Compiled {
         if let Some((key, counter)) = rng_after {
             random::set_stream_position(key, counter);
         }
-        let mut residuals = outs.split_off(self.num_outputs);
+        // Most replays return only their outputs: no split (a `split_off` at the end still
+        // calls `memcpy`).
+        let mut residuals =
+            if outs.len() > self.num_outputs { outs.split_off(self.num_outputs) } else { Vec::new() };
         let leaves: Vec<Tensor> = if self.num_leaves == 0 {
             Vec::new()
         } else {

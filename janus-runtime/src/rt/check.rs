@@ -115,7 +115,7 @@ pub(crate) fn cotangent(like: &Tensor, k: usize) -> Tensor {
 
 /// The name of each distinct input leaf of a call, as the check reports it: `x`, `m[2]` for a
 /// module's third tensor, `grads[k]` for a `Grads` entry.
-pub(crate) fn leaf_names(inputs: &[super::probe::Probed], firsts: &[usize]) -> Vec<String> {
+pub(crate) fn leaf_names(inputs: &[super::probe::Probed], firsts: &[u32]) -> Vec<String> {
     let mut names = Vec::with_capacity(firsts.len());
     for p in inputs.iter().filter(|p| p.grads.is_none()) {
         for k in 0..p.leaves.len() {
@@ -125,7 +125,13 @@ pub(crate) fn leaf_names(inputs: &[super::probe::Probed], firsts: &[usize]) -> V
     let grads = inputs.iter().find(|p| p.grads.is_some()).map_or("grads", |p| p.name);
     let plain = names.len();
     names.extend((plain..firsts.len()).map(|k| format!("{grads}[{}]", k - plain)));
-    names.into_iter().zip(firsts).enumerate().filter(|&(k, (_, &f))| k == f).map(|(_, (n, _))| n).collect()
+    names
+        .into_iter()
+        .zip(firsts)
+        .enumerate()
+        .filter(|&(k, (_, &f))| k == f as usize)
+        .map(|(_, (n, _))| n)
+        .collect()
 }
 
 /// The first difference between a replay's outputs and the statements' outputs, described:

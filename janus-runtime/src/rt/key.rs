@@ -134,7 +134,7 @@ pub(crate) fn gather_leaves(inputs: &[Probed]) -> LeafList {
 /// Builds the key of a call; `firsts` are the leaves' [`first_occurrences`].
 pub(crate) fn build(
     inputs: &[Probed],
-    (leaves, firsts): (&[Tensor], &[usize]),
+    (leaves, firsts): (&[Tensor], &[u32]),
     instance: Instance,
     mode: super::Mode,
 ) -> Key {
@@ -276,8 +276,9 @@ pub(crate) fn recycle(key: Key) {
 /// A call's input leaves, inline for a typical block (a hit allocates no list).
 pub(crate) type LeafList = smallvec::SmallVec<[Tensor; 8]>;
 
-/// Positions of first occurrences, inline for the leaves of a typical block.
-pub(crate) type Firsts = smallvec::SmallVec<[usize; 16]>;
+/// Positions of first occurrences, inline for the leaves of a typical block (`u32`: small
+/// enough to be moved without a `memcpy` call on the hit path).
+pub(crate) type Firsts = smallvec::SmallVec<[u32; 16]>;
 
 /// For each leaf, the position of the first leaf that is the same tensor. A linear scan for the
 /// few leaves of a typical block (cheaper than hashing on the hit path), a map beyond that.
@@ -285,18 +286,24 @@ pub(crate) fn first_occurrences(leaves: &[Tensor]) -> Firsts {
     if leaves.len() <= 32 {
         let mut firsts = Firsts::new();
         for (k, t) in leaves.iter().enumerate() {
-            firsts.push(leaves[..k].iter().position(|u| u.id() == t.id()).unwrap_or(k));
+            firsts.push(leaves[..k].iter().position(|u| u.id() == t.id()).unwrap_or(k) as u32);
         }
         return firsts;
     }
-    let mut first: HashMap<u64, usize> = HashMap::with_capacity(leaves.len());
-    leaves.iter().enumerate().map(|(k, t)| *first.entry(t.id()).or_insert(k)).collect()
+    let mut first: HashMap<u64, u32> = HashMap::with_capacity(leaves.len());
+    leaves.iter().enumerate().map(|(k, t)| *first.entry(t.id()).or_insert(k as u32)).collect()
 }
 
 /// The leaves to pass to an executor: each distinct tensor once (aliases share a graph input).
-pub(crate) fn distinct(leaves: LeafList, firsts: &[usize]) -> LeafList {
-    if firsts.iter().enumerate().all(|(k, &f)| k == f) {
+pub(crate) fn distinct(leaves: LeafList, firsts: &[u32]) -> LeafList {
+    if firsts.iter().enumerate().all(|(k, &f)| k == f as usize) {
         return leaves;
     }
-    leaves.into_iter().zip(firsts).enumerate().filter(|&(k, (_, &f))| k == f).map(|(_, (t, _))| t).collect()
+    leaves
+        .into_iter()
+        .zip(firsts)
+        .enumerate()
+        .filter(|&(k, (_, &f))| k == f as usize)
+        .map(|(_, (t, _))| t)
+        .collect()
 }

@@ -26,8 +26,9 @@ pub struct Probed {
     pub consts: Vec<ConstLeaf>,
     /// The type that cannot be keyed or rebuilt, if any.
     pub opaque: Option<&'static str>,
-    /// A `Grads` input, resolved against the other inputs when the key is built.
-    pub grads: Option<Grads>,
+    /// A `Grads` input, resolved against the other inputs when the key is built (boxed: it is
+    /// rare, and a `Probed` under 128 bytes moves without a `memcpy` call on the hit path).
+    pub grads: Option<Box<Grads>>,
 }
 
 /// Collects leaves while an input is probed.
@@ -186,7 +187,7 @@ impl<A: Input, B: Input, C: Input> Input for (A, B, C) {
 
 impl Input for Grads {
     fn probe(&self, p: &mut Prober) {
-        p.probed.grads = Some(self.clone());
+        p.probed.grads = Some(Box::new(self.clone()));
     }
 }
 

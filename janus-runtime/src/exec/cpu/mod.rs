@@ -14,11 +14,61 @@ use super::lower::{BufRef, Lowered};
 use crate::tensor::{Data, Tensor};
 use frame::{Arenas, Frame, output_buffer};
 use smallvec::SmallVec;
+use std::sync::atomic::{AtomicPtr, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// The least cost of a step that the CPU backend splits between its workers.
 pub(crate) fn split_min_cost() -> u64 {
     split::min_cost()
+}
+
+/// One run's arenas and two-worker scratch, boxed so that taking it from the pool and returning
+/// it moves a pointer, not the few hundred bytes of the state (callgrind: 250 instructions per
+/// replay).
+type RunState = Box<(Arenas, schedule::Scratch)>;
+
+/// The per-run states not in use, one per concurrent caller at most.
+#[derive(Default)]
+struct RunPool {
+    /// The last state returned. Taking and returning it costs one atomic operation each: the
+    /// mutex alone cost about 20 ns of a 210 ns hit (perf, `bench --only hit`).
+    spare: AtomicPtr<(Arenas, schedule::Scratch)>,
+    /// States returned while `spare` was taken.
+    #[allow(clippy::vec_box)]
+    rest: Mutex<Vec<RunState>>,
+}
+
+impl RunPool {
+    fn take(&self) -> Option<RunState> {
+        let p = self.spare.swap(std::ptr::null_mut(), Ordering::Acquire);
+        if p.is_null() {
+            return self.rest.lock().unwrap().pop();
+        }
+        // SAFETY: a non-null `spare` came from `Box::into_raw` in `put`, and the swap made this
+        // thread its only owner.
+        Some(unsafe { Box::from_raw(p) })
+    }
+
+    fn put(&self, run: RunState) {
+        let p = Box::into_raw(run);
+        if let Err(p) =
+            self.spare.compare_exchange(std::ptr::null_mut(), p, Ordering::Release, Ordering::Relaxed)
+        {
+            // SAFETY: `p` is the pointer `Box::into_raw` just gave; the failed exchange left it
+            // with this thread.
+            self.rest.lock().unwrap().push(unsafe { Box::from_raw(p) });
+        }
+    }
+}
+
+impl Drop for RunPool {
+    fn drop(&mut self) {
+        let p = *self.spare.get_mut();
+        if !p.is_null() {
+            // SAFETY: `spare` owns the state it points to (from `Box::into_raw` in `put`).
+            drop(unsafe { Box::from_raw(p) });
+        }
+    }
 }
 
 /// The CPU side of an executor.
@@ -30,10 +80,8 @@ pub(crate) struct CpuPlan {
     /// Whether the two-worker schedule beats running on the calling thread (with each kernel
     /// free to use rayon), measured on this plan's own replays.
     tuner: schedule::Tuner,
-    /// Per-run state, boxed so that taking it from the pool and returning it moves a pointer,
-    /// not the few hundred bytes of the state (callgrind: 250 instructions per replay).
-    #[allow(clippy::vec_box)]
-    pool: Mutex<Vec<Box<(Arenas, schedule::Scratch)>>>,
+    /// Per-run state of runs that need arenas or the two-worker scratch.
+    pool: RunPool,
     /// Per memo: the storage of the input it was made from (held, so its address stays
     /// unique), and the copy.
     memo_cache: Vec<Mutex<Option<(Tensor, Tensor)>>>,
@@ -55,7 +103,7 @@ impl CpuPlan {
             schedule: schedule::build(split.as_ref().unwrap_or(l)),
             split,
             tuner: Default::default(),
-            pool: Mutex::new(Vec::new()),
+            pool: RunPool::default(),
             memo_cache: l.memos.iter().map(|_| Mutex::new(None)).collect(),
         }
     }
@@ -85,7 +133,7 @@ impl CpuPlan {
                 let view = Tensor::from_parts(
                     v.shape.clone(),
                     v.dtype,
-                    Some(d.view(crate::shape::Strides::from_slice(&v.strides), d.offset + v.offset)),
+                    Some(d.view(crate::shape::copy_small(&v.strides), d.offset + v.offset)),
                     Default::default(),
                 );
                 let t = dense_input(&view);
@@ -120,9 +168,20 @@ impl CpuPlan {
                 inputs.iter().map(|t| if t.is_contiguous() { t.clone() } else { dense_input(t) }).collect();
             &copied
         };
-        let pooled = self.pool.lock().unwrap().pop();
-        let mut run = pooled.unwrap_or_else(|| Box::new((Arenas::new(l.plan.arena_len), Default::default())));
-        let (arenas, scratch) = &mut *run;
+        // A plan without intermediates that runs on this thread needs no pooled state: its
+        // empty arenas and scratch allocate nothing (the hit path of small blocks).
+        let stateless = l.plan.arena_len == [0; 4] && !self.schedule.parallel;
+        let mut local = None;
+        let mut pooled = None;
+        let (arenas, scratch) = if stateless {
+            &mut *local.insert((Arenas::new([0; 4]), schedule::Scratch::default()))
+        } else {
+            let run = self
+                .pool
+                .take()
+                .unwrap_or_else(|| Box::new((Arenas::new(l.plan.arena_len), Default::default())));
+            &mut **pooled.insert(run)
+        };
         let mut outs: SmallVec<[Arc<janus_kernels::CpuBuffer>; 4]> = SmallVec::new();
         for &(d, n) in &l.output_bufs {
             outs.push(Arc::new(output_buffer(d, n)));
@@ -152,7 +211,9 @@ impl CpuPlan {
                 self.tuner.record(two_workers, t0.elapsed());
             }
         }
-        self.pool.lock().unwrap().push(run);
+        if let Some(run) = pooled {
+            self.pool.put(run);
+        }
         l.outputs
             .iter()
             .map(|&o| {
@@ -160,20 +221,20 @@ impl CpuPlan {
                 let data = match v.buf {
                     BufRef::Output(k) => Data {
                         storage: crate::storage::Storage::Cpu(outs[k].clone()),
-                        strides: crate::shape::Strides::from_slice(&v.strides),
+                        strides: crate::shape::copy_small(&v.strides),
                         offset: v.offset,
                     },
                     BufRef::Input(k) => {
                         let d = dense[k].data();
-                        d.view(crate::shape::Strides::from_slice(&v.strides), d.offset + v.offset)
+                        d.view(crate::shape::copy_small(&v.strides), d.offset + v.offset)
                     }
                     BufRef::Const(k) => {
                         let d = l.consts[k].data();
-                        d.view(crate::shape::Strides::from_slice(&v.strides), d.offset + v.offset)
+                        d.view(crate::shape::copy_small(&v.strides), d.offset + v.offset)
                     }
                     BufRef::Memo(k) => {
                         let d = memos[k].data();
-                        d.view(crate::shape::Strides::from_slice(&v.strides), d.offset + v.offset)
+                        d.view(crate::shape::copy_small(&v.strides), d.offset + v.offset)
                     }
                     BufRef::Arena(_) => unreachable!("values reaching an output live in output buffers"),
                 };
