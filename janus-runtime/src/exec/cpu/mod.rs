@@ -51,8 +51,9 @@ impl RunPool {
 
     fn put(&self, run: RunState) {
         let p = Box::into_raw(run);
-        if let Err(p) =
-            self.spare.compare_exchange(std::ptr::null_mut(), p, Ordering::Release, Ordering::Relaxed)
+        // (The error carries the pointer already in `spare`, another caller's: not ours to
+        // take back.)
+        if self.spare.compare_exchange(std::ptr::null_mut(), p, Ordering::Release, Ordering::Relaxed).is_err()
         {
             // SAFETY: `p` is the pointer `Box::into_raw` just gave; the failed exchange left it
             // with this thread.
