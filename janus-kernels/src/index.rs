@@ -80,9 +80,20 @@ fn for_each_gather_pos(
     axis: usize,
     mut f: impl FnMut(usize, usize),
 ) {
-    let strides = contiguous_strides(base_shape);
     let numel: usize = idx_shape.iter().product();
     let rank = idx_shape.len();
+    if rank > 0 && axis == rank - 1 && idx_shape[..axis] == base_shape[..axis] {
+        // Along the last axis with the same leading dims (a gather of one class per row):
+        // rows of both follow each other.
+        let (cols, base_cols) = (idx_shape[axis], base_shape[axis]);
+        for r in 0..numel / cols.max(1) {
+            for c in 0..cols {
+                f(r * cols + c, r * base_cols);
+            }
+        }
+        return;
+    }
+    let strides = contiguous_strides(base_shape);
     let mut pos = vec![0usize; rank];
     for p in 0..numel {
         let mut off = 0;

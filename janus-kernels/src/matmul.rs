@@ -141,9 +141,9 @@ fn product<T: Float>(
             epilogue(d, n, bias);
             return;
         }
-        if narrow((m, n, k), (l, lhs_layout), (r, rhs_layout), d, accumulate) {
-            // Its sums start from +0.0 already: only a bias row needs the pass.
-            if bias.is_some() {
+        if let Some(bias_added) = narrow((m, n, k), (l, lhs_layout), (r, rhs_layout), d, accumulate, bias) {
+            // Its sums start from +0.0 already: only a bias row it did not add needs the pass.
+            if !bias_added && bias.is_some() {
                 epilogue(d, n, bias);
             }
             return;
@@ -273,7 +273,8 @@ fn gemv<T: Float>(
 /// Products with a short contracted dimension (`k <= 8`) or at most four output columns
 /// (`k >= 16`): a policy network's `[500, 128] @ [128, 2]`, its input layer `[500, 4] @ [4,
 /// 128]`, their gradients. gemm packs and blocks them for 10-35 µs each, where the
-/// multiply-adds take a few. Returns false for other shapes and layouts, leaving them to gemm.
+/// multiply-adds take a few. Returns `None` for other shapes and layouts, leaving them to gemm,
+/// else whether it added `bias` (the `k <= 8` kernel adds it as it stores each row).
 /// The kernel depends on the layouts and on `n` and `k`, never on `m`, so a product split by
 /// rows (two workers) runs the same kernel on each half as on the whole. Loops are written out
 /// (no iterator adapters) so that all of it compiles inside the SIMD-enabled closure. Every
@@ -285,7 +286,8 @@ fn narrow<T: Float>(
     (r, rl): (&[T], MatLayout),
     d: &mut [T],
     accumulate: bool,
-) -> bool {
+    bias: Option<&[T]>,
+) -> Option<bool> {
     if k <= 8 && n >= 16 {
         // Each output row is a sum of k rows of r, scaled, in 16-wide register blocks; r is
         // packed row-major first (at most 8 rows).
@@ -295,24 +297,33 @@ fn narrow<T: Float>(
                 rp[p * n + j] = r[p * rl.row_stride + j * rl.col_stride];
             }
         }
-        let rows = (a, al, &rp[..], d, accumulate);
-        with_best_simd(
-            #[inline(always)]
-            || match k {
-                1 => scaled_rows::<T, 1>(m, n, rows),
-                2 => scaled_rows::<T, 2>(m, n, rows),
-                3 => scaled_rows::<T, 3>(m, n, rows),
-                4 => scaled_rows::<T, 4>(m, n, rows),
-                5 => scaled_rows::<T, 5>(m, n, rows),
-                6 => scaled_rows::<T, 6>(m, n, rows),
-                7 => scaled_rows::<T, 7>(m, n, rows),
-                _ => scaled_rows::<T, 8>(m, n, rows),
-            },
-        );
-        return true;
+        let rows = (a, al, &rp[..], d, bias.unwrap_or(&[]));
+        macro_rules! by_k {
+            ($s:expr) => {
+                with_best_simd(
+                    #[inline(always)]
+                    || match k {
+                        1 => scaled_rows::<T, 1, $s>(m, n, rows),
+                        2 => scaled_rows::<T, 2, $s>(m, n, rows),
+                        3 => scaled_rows::<T, 3, $s>(m, n, rows),
+                        4 => scaled_rows::<T, 4, $s>(m, n, rows),
+                        5 => scaled_rows::<T, 5, $s>(m, n, rows),
+                        6 => scaled_rows::<T, 6, $s>(m, n, rows),
+                        7 => scaled_rows::<T, 7, $s>(m, n, rows),
+                        _ => scaled_rows::<T, 8, $s>(m, n, rows),
+                    },
+                )
+            };
+        }
+        match (accumulate, bias) {
+            (true, _) => by_k!(ADD),
+            (false, Some(_)) => by_k!(BIAS),
+            (false, None) => by_k!(SET),
+        }
+        return Some(!accumulate);
     }
     if n > 4 || k < 16 || (al.col_stride != 1 && al.row_stride != 1) {
-        return false;
+        return None;
     }
     // The n columns of r as contiguous rows.
     let mut rt = vec![T::ZERO; n * k];
@@ -337,43 +348,40 @@ fn narrow<T: Float>(
             },
         );
     } else {
-        // a read transposed (its columns contiguous): each output column is a sum of k columns
-        // of a, scaled, accumulated contiguously and written across at the end.
-        let mut cols = vec![T::ZERO; n * m];
+        // a read transposed (its columns contiguous): sixteen output rows at a time, each
+        // output's sum over k kept in a register lane.
+        let cols = (a, al.col_stride, &rt[..], k, d, accumulate);
         with_best_simd(
             #[inline(always)]
-            || {
-                for p in 0..k {
-                    let ac = &a[p * al.col_stride..p * al.col_stride + m];
-                    for j in 0..n {
-                        let b = rt[j * k + p];
-                        let col = &mut cols[j * m..(j + 1) * m];
-                        for i in 0..m {
-                            col[i] = b.mul_add(ac[i], col[i]);
-                        }
-                    }
-                }
+            || match n {
+                1 => column_sums::<T, 1>(m, cols),
+                2 => column_sums::<T, 2>(m, cols),
+                3 => column_sums::<T, 3>(m, cols),
+                _ => column_sums::<T, 4>(m, cols),
             },
         );
-        for i in 0..m {
-            for j in 0..n {
-                let (o, s) = (&mut d[i * n + j], cols[j * m + i]);
-                *o = if accumulate { *o + s } else { s };
-            }
-        }
     }
-    true
+    Some(false)
 }
 
+/// How [`scaled_rows`] stores a finished sum (its `S`): overwrite, add to `d`, or add the
+/// bias row's element: `(+0.0 + Σ) + b`, as [`epilogue`] adds a bias (the sum is never
+/// `-0.0`, having started from `+0.0`).
+const SET: u8 = 0;
+const ADD: u8 = 1;
+const BIAS: u8 = 2;
+
 /// The rows of `a @ rp` for a packed row-major `rp` of `K` rows, in 16-wide register blocks
-/// (`K` a constant, so the sum over it unrolls).
+/// (`K` a constant, so the sum over it unrolls), stored as `S` says.
 #[inline(always)]
-fn scaled_rows<T: Float, const K: usize>(
+fn scaled_rows<T: Float, const K: usize, const S: u8>(
     m: usize,
     n: usize,
-    (a, al, rp, d, accumulate): (&[T], MatLayout, &[T], &mut [T], bool),
+    (a, al, rp, d, bias): (&[T], MatLayout, &[T], &mut [T], &[T]),
 ) {
     let rp = &rp[..K * n];
+    let d = &mut d[..m * n];
+    let bias = if S == BIAS { &bias[..n] } else { bias };
     for i in 0..m {
         let mut ai = [T::ZERO; K];
         for p in 0..K {
@@ -390,7 +398,7 @@ fn scaled_rows<T: Float, const K: usize>(
                 }
             }
             let out: &mut [T; 16] = (&mut row[c..c + 16]).try_into().unwrap();
-            if accumulate {
+            if S == ADD {
                 for l in 0..16 {
                     out[l] += acc[l];
                 }
@@ -404,8 +412,67 @@ fn scaled_rows<T: Float, const K: usize>(
             for p in 0..K {
                 s = ai[p].mul_add(rp[p * n + c], s);
             }
-            row[c] = if accumulate { row[c] + s } else { s };
+            row[c] = if S == ADD { row[c] + s } else { s };
             c += 1;
+        }
+        if S == BIAS {
+            // A pass over the row while it is in L1 (adding inside the blocks above made LLVM
+            // scalarise them).
+            for (o, &b) in row.iter_mut().zip(bias) {
+                *o = *o + b;
+            }
+        }
+    }
+}
+
+/// `d[i, j] (+)= Σ_p a[p·cs + i] · rt[j·k + p]` for `N` columns, a's columns contiguous. The
+/// sums run down contiguous columns eight terms of `p` at a time, so each partial sum is loaded
+/// and stored once per eight multiply-adds (once per one was bound by store forwarding); each
+/// is still one chain of FMAs in order of `p` from +0.0, the bits of a sum per output. (Sums
+/// kept in registers across the loop over `p` were scalarised by LLVM.)
+#[inline(always)]
+fn column_sums<T: Float, const N: usize>(
+    m: usize,
+    (a, cs, rt, k, d, accumulate): (&[T], usize, &[T], usize, &mut [T], bool),
+) {
+    let rt = &rt[..N * k];
+    let mut cols = vec![T::ZERO; N * m];
+    let mut p = 0;
+    while p + 8 <= k {
+        let x = |q: usize| &a[(p + q) * cs..(p + q) * cs + m];
+        let (x0, x1, x2, x3, x4, x5, x6, x7) = (x(0), x(1), x(2), x(3), x(4), x(5), x(6), x(7));
+        for j in 0..N {
+            let b: &[T; 8] = rt[j * k + p..j * k + p + 8].try_into().unwrap();
+            let col = &mut cols[j * m..(j + 1) * m];
+            for i in 0..m {
+                let mut c = col[i];
+                c = b[0].mul_add(x0[i], c);
+                c = b[1].mul_add(x1[i], c);
+                c = b[2].mul_add(x2[i], c);
+                c = b[3].mul_add(x3[i], c);
+                c = b[4].mul_add(x4[i], c);
+                c = b[5].mul_add(x5[i], c);
+                c = b[6].mul_add(x6[i], c);
+                c = b[7].mul_add(x7[i], c);
+                col[i] = c;
+            }
+        }
+        p += 8;
+    }
+    while p < k {
+        let x0 = &a[p * cs..p * cs + m];
+        for j in 0..N {
+            let b0 = rt[j * k + p];
+            for (c, &v0) in cols[j * m..(j + 1) * m].iter_mut().zip(x0) {
+                *c = b0.mul_add(v0, *c);
+            }
+        }
+        p += 1;
+    }
+    for i in 0..m {
+        for j in 0..N {
+            let (o, s) = (&mut d[i * N + j], cols[j * m + i]);
+            *o = if accumulate { *o + s } else { s };
         }
     }
 }

@@ -74,6 +74,14 @@ fn row_blocks<T: Float, O: Send>(
 /// than one running sum).
 #[inline(always)]
 pub(crate) fn row_sum<T: Float>(row: &[T]) -> T {
+    if row.len() < 16 {
+        // What the lanes below give a short row (they stay +0.0), without their 15 adds.
+        let mut s = T::ZERO;
+        for &x in row {
+            s += x;
+        }
+        return T::ZERO + s;
+    }
     let mut acc = [T::ZERO; 16];
     let chunks = row.chunks_exact(16);
     let tail = chunks.remainder();
@@ -120,8 +128,20 @@ pub fn sum<T: Float>(src: &[T], d: ReduceDims, out: &mut [T]) {
                 if d.inner == 1 {
                     o[0] = row_sum(s);
                 } else {
+                    // Rows added in order, eight per pass over `o` (a pass per row was bound
+                    // by storing and reloading `o`); each sum is still one chain of adds.
                     o.fill(T::ZERO);
-                    for row in s.chunks_exact(d.inner) {
+                    let w = d.inner;
+                    let mut rows = s.chunks_exact(8 * w);
+                    for r in &mut rows {
+                        let x = |k: usize| &r[k * w..(k + 1) * w];
+                        let (x0, x1, x2, x3, x4, x5, x6, x7) =
+                            (x(0), x(1), x(2), x(3), x(4), x(5), x(6), x(7));
+                        for i in 0..w {
+                            o[i] = o[i] + x0[i] + x1[i] + x2[i] + x3[i] + x4[i] + x5[i] + x6[i] + x7[i];
+                        }
+                    }
+                    for row in rows.remainder().chunks_exact(w) {
                         for (a, &x) in o.iter_mut().zip(row) {
                             *a += x;
                         }
@@ -206,7 +226,14 @@ fn per_row<T: Float>(
                 || {
                     // A plain loop: iterator adapters here were not inlined into the
                     // feature-enabled copy, and `g`'s `exp` then called `fmaf` per element.
-                    let mut at = 0;
+                    // Rows of 2-4 (a policy's actions) with the length a constant: the
+                    // transposes become shuffles instead of gathers and scatters.
+                    let mut at = match d.n {
+                        2 => short_rows::<T, 2>(s, o, &g16),
+                        3 => short_rows::<T, 3>(s, o, &g16),
+                        4 => short_rows::<T, 4>(s, o, &g16),
+                        _ => 0,
+                    };
                     if d.n < 16 {
                         let (mut x, mut y) = ([[T::ZERO; 16]; 16], [[T::ZERO; 16]; 16]);
                         while at + 16 * d.n <= s.len() {
@@ -254,6 +281,34 @@ fn per_row<T: Float>(
             }
         }
     });
+}
+
+/// Whole groups of sixteen rows of `N` through `g16` (see [`per_row`]); returns where they end.
+#[inline(always)]
+fn short_rows<T: Float, const N: usize>(
+    s: &[T],
+    o: &mut [T],
+    g16: &impl Fn(usize, &Lanes<T>, &mut Lanes<T>),
+) -> usize {
+    let (mut x, mut y) = ([[T::ZERO; 16]; 16], [[T::ZERO; 16]; 16]);
+    let mut at = 0;
+    while at + 16 * N <= s.len() {
+        let rows = &s[at..at + 16 * N];
+        for r in 0..16 {
+            for j in 0..N {
+                x[j][r] = rows[r * N + j];
+            }
+        }
+        g16(N, &x, &mut y);
+        let out = &mut o[at..at + 16 * N];
+        for r in 0..16 {
+            for j in 0..N {
+                out[r * N + j] = y[j][r];
+            }
+        }
+        at += 16 * N;
+    }
+    at
 }
 
 /// The row's maximum (NaN if any element is NaN), in 16 lanes so the loop vectorises: a

@@ -49,7 +49,20 @@ static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
 /// A fresh, never reused tensor id.
 pub(crate) fn fresh_id() -> u64 {
-    NEXT_ID.fetch_add(1, Ordering::Relaxed)
+    // Each thread takes ids in blocks: one shared atomic per tensor cost about 5 ns of a
+    // replay's output on the hit path. Ids stay unique, and increase in creation order within
+    // a thread (gradients are summed in id order).
+    const BLOCK: u64 = 1024;
+    thread_local!(static IDS: std::cell::Cell<(u64, u64)> = const { std::cell::Cell::new((0, 0)) });
+    IDS.with(|c| {
+        let (mut next, mut end) = c.get();
+        if next == end {
+            next = NEXT_ID.fetch_add(BLOCK, Ordering::Relaxed);
+            end = next + BLOCK;
+        }
+        c.set((next + 1, end));
+        next
+    })
 }
 
 impl Tensor {
