@@ -329,13 +329,29 @@ mod helper {
 /// first replays, alternating, and keeping the faster by median. The static rule in [`build`]
 /// cannot see that a chain of large kernels runs faster serially, where each kernel may use
 /// both cores through rayon, than on two workers that run every kernel single-threaded.
+///
+/// The choice is measured again after [`RECHECK_FIRST`] more runs, then after four times as
+/// many each time (at most [`RECHECK_MAX`]): the first replays run while caches, the allocator
+/// and the helper thread settle, and a choice made then stuck for the process (CartPole's
+/// update measured two workers at 213 µs against 121 serial in one process, 145 against 148
+/// in another; forced, the two ran 115 and 116 µs).
 #[derive(Default)]
 pub(crate) struct Tuner {
     /// 0 while measuring, 1 serial, 2 parallel.
     choice: std::sync::atomic::AtomicU8,
     trials: Mutex<[Vec<std::time::Duration>; 2]>,
+    /// Runs of the current measurement (warm-up included).
     runs: AtomicUsize,
+    /// Runs since the last choice.
+    since: AtomicUsize,
+    /// Choices made so far.
+    rounds: AtomicUsize,
 }
+
+/// Runs after the first choice before it is measured again.
+const RECHECK_FIRST: usize = 256;
+/// The longest interval between measurements, in runs.
+const RECHECK_MAX: usize = RECHECK_FIRST << 8;
 
 /// Timed replays per mode before choosing (after [`TUNE_SKIP`] untimed warm-up replays). With 5,
 /// the per-trip bodies of a rolled loop (tens of µs, where the two modes are close) often chose
@@ -360,9 +376,25 @@ impl Tuner {
         }
     }
 
-    /// Records a run's wall time; chooses once both modes have [`TUNE_RUNS`] timings.
+    /// Records a run's wall time; chooses once both modes have [`TUNE_RUNS`] timings, and
+    /// starts measuring again when a re-check is due.
     pub(crate) fn record(&self, parallel: bool, took: std::time::Duration) {
         if self.choice.load(Ordering::Relaxed) != 0 {
+            let since = self.since.fetch_add(1, Ordering::Relaxed) + 1;
+            let round = self.rounds.load(Ordering::Relaxed).max(1);
+            let due =
+                RECHECK_FIRST.checked_shl(2 * (round as u32 - 1)).unwrap_or(RECHECK_MAX).min(RECHECK_MAX);
+            if since >= due {
+                let mut t = self.trials.lock().unwrap();
+                // One caller restarts the measurement (another may have just done so).
+                if self.choice.load(Ordering::Relaxed) != 0 {
+                    t.iter_mut().for_each(Vec::clear);
+                    // No warm-up this time: the plan has run many times.
+                    self.runs.store(TUNE_SKIP, Ordering::Relaxed);
+                    self.since.store(0, Ordering::Relaxed);
+                    self.choice.store(0, Ordering::Relaxed);
+                }
+            }
             return;
         }
         let run = self.runs.fetch_add(1, Ordering::Relaxed);
@@ -387,6 +419,7 @@ impl Tuner {
             if std::env::var("JANUS_SCHED_DEBUG").is_ok() {
                 eprintln!("schedule: two workers {par:?} vs serial {serial:?} (medians of {TUNE_RUNS})");
             }
+            self.rounds.fetch_add(1, Ordering::Relaxed);
             self.choice.store(choice, Ordering::Relaxed);
         }
     }
@@ -431,5 +464,41 @@ mod tests {
             assert!(modes.windows(2).all(|w| w[0] != w[1]), "alternates: {modes:?}");
             assert_eq!(t.wants_parallel(), want);
         }
+    }
+
+    /// A choice is measured again after `RECHECK_FIRST` runs (then four times as many), and
+    /// follows the timings when they change.
+    #[test]
+    fn the_tuner_measures_again_and_follows_a_change() {
+        let t = Tuner::default();
+        let run = |t: &Tuner, par_ms: u64, serial_ms: u64| {
+            let p = t.wants_parallel();
+            t.record(p, Duration::from_millis(if p { par_ms } else { serial_ms }));
+        };
+        while t.chosen().is_none() {
+            run(&t, 1, 2);
+        }
+        assert_eq!(t.chosen(), Some(true));
+        // The two modes trade places: the choice holds until the re-check is due.
+        for _ in 0..RECHECK_FIRST - 1 {
+            run(&t, 3, 2);
+            assert_eq!(t.chosen(), Some(true));
+        }
+        run(&t, 3, 2);
+        assert_eq!(t.chosen(), None, "measuring again");
+        let mut measured = 0;
+        while t.chosen().is_none() {
+            run(&t, 3, 2);
+            measured += 1;
+        }
+        assert_eq!(measured, 2 * TUNE_RUNS, "no warm-up runs the second time");
+        assert_eq!(t.chosen(), Some(false));
+        // The next re-check comes four times later.
+        for _ in 0..4 * RECHECK_FIRST - 1 {
+            run(&t, 3, 2);
+        }
+        assert_eq!(t.chosen(), Some(false));
+        run(&t, 3, 2);
+        assert_eq!(t.chosen(), None);
     }
 }
