@@ -199,6 +199,9 @@ impl StepKind {
 #[derive(Clone, Debug)]
 pub(crate) struct Step {
     pub(crate) kind: StepKind,
+    /// The worker that should run it under the two-worker schedule: 0 either, 1 the caller,
+    /// 2 the helper (the halves of a split step, see `cpu::schedule`).
+    pub(crate) worker: u8,
 }
 
 /// The lowered program: steps, one value per node, constants, outputs and the plan.
@@ -260,7 +263,7 @@ pub(crate) fn lower_for(g: &Graph, fuse_sums: bool) -> Lowered {
         let shape = &node.ty.shape;
         let arg = |k: usize| node.inputs[k].index();
         let lay = |k: usize| layout[arg(k)].clone().expect("operands precede users");
-        let mut push = |kind: StepKind| steps.push(Step { kind });
+        let mut push = |kind: StepKind| steps.push(Step { kind, worker: 0 });
         layout[i] = match &node.op {
             NodeOp::Input(k) => {
                 input_of[i] = Some(*k);
