@@ -266,7 +266,8 @@ fn run_range<'a, T: Scratch>(
     mut outputs: Outputs<T>,
 ) {
     let n = outputs.first().map_or(0, |o| o.len());
-    let direct = direct_outputs(prog, &outputs, &[]);
+    // Short runs copy out as before: finding the in-place writers costs more than the copy.
+    let direct = if n >= DIRECT_MIN { direct_outputs(prog, &outputs, &[]) } else { Direct::new() };
     with_frame(prog, readers, n, |frame| {
         let mut done = 0;
         while done < n {
@@ -555,7 +556,7 @@ fn sum_part<'a, T: Scratch>(
 ) {
     let mut states: SmallVec<[RowSum<T>; 2]> = SmallVec::from_elem(RowSum::default(), plans.len());
     let summed: SmallVec<[Reg; 2]> = plans.iter().map(|p| p.0).collect();
-    let direct = direct_outputs(prog, &outs, &summed);
+    let direct = if part.len() >= DIRECT_MIN { direct_outputs(prog, &outs, &summed) } else { Direct::new() };
     with_frame(prog, readers, part.len(), |frame| {
         let mut done = part.start;
         while done < part.end {
