@@ -419,7 +419,7 @@ fn scaled_rows<T: Float, const K: usize, const S: u8>(
             // A pass over the row while it is in L1 (adding inside the blocks above made LLVM
             // scalarise them).
             for (o, &b) in row.iter_mut().zip(bias) {
-                *o = *o + b;
+                *o += b;
             }
         }
     }
