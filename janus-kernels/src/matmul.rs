@@ -278,8 +278,9 @@ fn gemv<T: Float>(
 /// The kernel depends on the layouts and on `n` and `k`, never on `m`, so a product split by
 /// rows (two workers) runs the same kernel on each half as on the whole. Loops are written out
 /// (no iterator adapters) so that all of it compiles inside the SIMD-enabled closure. Every
-/// sum starts from +0.0 and an accumulating product adds the finished sum to `d`, which is
-/// what [`epilogue`] makes of gemm's results.
+/// finished sum gets `+ 0.0` (an FMA chain from +0.0 still ends at -0.0 when every product
+/// underflows below zero) and an accumulating product adds it to `d`: what [`epilogue`] makes
+/// of gemm's results.
 fn narrow<T: Float>(
     (m, n, k): (usize, usize, usize),
     (a, al): (&[T], MatLayout),
@@ -342,7 +343,7 @@ fn narrow<T: Float>(
                     for j in 0..n {
                         let s = dot(row, &rt[j * k..(j + 1) * k]);
                         let o = &mut d[i * n + j];
-                        *o = if accumulate { *o + s } else { s };
+                        *o = if accumulate { *o + (s + T::ZERO) } else { s + T::ZERO };
                     }
                 }
             },
@@ -364,9 +365,8 @@ fn narrow<T: Float>(
     Some(false)
 }
 
-/// How [`scaled_rows`] stores a finished sum (its `S`): overwrite, add to `d`, or add the
-/// bias row's element: `(+0.0 + Σ) + b`, as [`epilogue`] adds a bias (the sum is never
-/// `-0.0`, having started from `+0.0`).
+/// How [`scaled_rows`] stores a finished sum `Σ + 0.0` (its `S`): overwrite, add to `d`, or
+/// overwrite and then add the bias row's element, `(Σ + 0.0) + b`, as [`epilogue`] adds a bias.
 const SET: u8 = 0;
 const ADD: u8 = 1;
 const BIAS: u8 = 2;
@@ -400,10 +400,10 @@ fn scaled_rows<T: Float, const K: usize, const S: u8>(
             let out: &mut [T; 16] = (&mut row[c..c + 16]).try_into().unwrap();
             if S == ADD {
                 for l in 0..16 {
-                    out[l] += acc[l];
+                    out[l] += acc[l] + T::ZERO;
                 }
             } else {
-                *out = acc;
+                *out = acc.map(|x| x + T::ZERO);
             }
             c += 16;
         }
@@ -412,7 +412,7 @@ fn scaled_rows<T: Float, const K: usize, const S: u8>(
             for p in 0..K {
                 s = ai[p].mul_add(rp[p * n + c], s);
             }
-            row[c] = if S == ADD { row[c] + s } else { s };
+            row[c] = if S == ADD { row[c] + (s + T::ZERO) } else { s + T::ZERO };
             c += 1;
         }
         if S == BIAS {
@@ -472,7 +472,7 @@ fn column_sums<T: Float, const N: usize>(
     for i in 0..m {
         for j in 0..N {
             let (o, s) = (&mut d[i * N + j], cols[j * m + i]);
-            *o = if accumulate { *o + s } else { s };
+            *o = if accumulate { *o + (s + T::ZERO) } else { s + T::ZERO };
         }
     }
 }
@@ -619,6 +619,30 @@ mod tests {
                 matmul(dims, &a, al, &b, bl, &mut got, true);
                 let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
                 assert_eq!(bits(&got), bits(&want), "m={m} n={n} k={k} {al:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn products_that_underflow_below_zero_give_positive_zero_as_gemm_does() {
+        // Every product is -1e-60, which rounds to -0.0 in f32: an FMA chain from +0.0 ends at
+        // -0.0, gemm plus its epilogue at +0.0. Each narrow kernel, plain, accumulating into
+        // -0.0, and with a bias row of -0.0.
+        for (m, n, k) in [(3, 16, 3), (3, 2, 20), (20, 3, 17)] {
+            let a = vec![-1e-30f32; m * k];
+            let b = vec![1e-30f32; k * n];
+            for al in [MatLayout::row_major(m, k), MatLayout::row_major(k, m).transposed()] {
+                let dims = MatmulDims { batch: 1, m, n, k };
+                let bl = MatLayout::row_major(k, n);
+                let mut plain = vec![7.0f32; m * n];
+                matmul(dims, &a, al, &b, bl, &mut plain, false);
+                let mut acc = vec![-0.0f32; m * n];
+                matmul(dims, &a, al, &b, bl, &mut acc, true);
+                let mut biased = vec![7.0f32; m * n];
+                matmul_bias(dims, &a, al, &b, bl, &vec![-0.0f32; n], &mut biased);
+                for (name, v) in [("plain", &plain), ("accumulating", &acc), ("bias", &biased)] {
+                    assert!(v.iter().all(|x| x.to_bits() == 0), "{name} m={m} n={n} k={k} {al:?}: {v:?}");
+                }
             }
         }
     }

@@ -27,9 +27,11 @@ impl Grads {
         self.leaves.is_empty()
     }
 
-    /// `(leaf id, gradient)` pairs in the order the leaves were created (the id is
-    /// [`Tensor::id`] of the leaf), the same order on every call, so code that runs ops over
-    /// them records the same graph each time.
+    /// `(leaf id, gradient)` pairs by leaf id ([`Tensor::id`]): the order the leaves were
+    /// created in, for leaves created on one thread (each thread takes ids in blocks, so leaves
+    /// from several threads come by thread, in the order the threads first made a tensor). The
+    /// same order on every call, so code that runs ops over them records the same graph each
+    /// time.
     ///
     /// # Examples
     /// ```

@@ -146,6 +146,9 @@ pub(crate) fn run_parallel(sched: &Schedule, scratch: &mut Scratch, run: &(dyn F
         scratch.queued.store(ready.iter().map(BinaryHeap::len).sum(), Ordering::Release);
     }
     let done = AtomicUsize::new(0);
+    // Whether each worker (1, 2) has started: one that does not (the helper busy with another
+    // caller's job) leaves its steps to the other.
+    let started = [AtomicBool::new(false), AtomicBool::new(false), AtomicBool::new(false)];
     let failed = AtomicBool::new(false);
     let panic: Mutex<Option<Box<dyn std::any::Any + Send>>> = Mutex::new(None);
     let scratch = &*scratch;
@@ -157,7 +160,14 @@ pub(crate) fn run_parallel(sched: &Schedule, scratch: &mut Scratch, run: &(dyn F
             // without a round trip through the shared queue (a chain stays on one worker).
             let mut mine: Option<u32> = None;
             let mut idle = 0u32;
+            started[w].store(true, Ordering::Release);
+            // Set once this worker has waited `STEAL_SPINS` and the other has not started:
+            // from then on it takes the other's steps at once, successors included.
+            let mut alone = false;
             while done.load(Ordering::Acquire) < n && !failed.load(Ordering::Acquire) {
+                if alone && started[3 - w].load(Ordering::Acquire) {
+                    alone = false;
+                }
                 let s = match mine.take() {
                     Some(s) => s as usize,
                     None => {
@@ -167,12 +177,13 @@ pub(crate) fn run_parallel(sched: &Schedule, scratch: &mut Scratch, run: &(dyn F
                         }
                         let next = {
                             let mut ready = scratch.ready.lock().unwrap();
-                            let next = pop(&mut ready, w, idle >= STEAL_SPINS);
+                            let next = pop(&mut ready, w, idle >= STEAL_SPINS || alone);
                             scratch.queued.store(ready.iter().map(BinaryHeap::len).sum(), Ordering::Release);
                             next
                         };
                         let Some((_, s)) = next else {
                             idle += 1;
+                            alone |= idle >= STEAL_SPINS && !started[3 - w].load(Ordering::Acquire);
                             std::hint::spin_loop();
                             continue;
                         };
@@ -189,8 +200,7 @@ pub(crate) fn run_parallel(sched: &Schedule, scratch: &mut Scratch, run: &(dyn F
                 for &t in &sched.succs[s] {
                     if scratch.remaining[t as usize].fetch_sub(1, Ordering::AcqRel) == 1 {
                         let entry = (sched.rank[t as usize], t);
-                        let theirs = !matches!(sched.worker[t as usize] as usize, 0)
-                            && sched.worker[t as usize] as usize != w;
+                        let theirs = sched.worker[t as usize] as usize == 3 - w && !alone;
                         match mine {
                             _ if theirs => others.push(entry),
                             Some(m) if sched.rank[m as usize] >= entry.0 => others.push(entry),
@@ -424,13 +434,13 @@ impl Tuner {
     pub(crate) fn record(&self, parallel: bool, took: std::time::Duration) {
         if self.choice.load(Ordering::Relaxed) != 0 {
             let since = self.since.fetch_add(1, Ordering::Relaxed) + 1;
-            let round = self.rounds.load(Ordering::Relaxed).max(1);
-            let due =
-                RECHECK_FIRST.checked_shl(2 * (round as u32 - 1)).unwrap_or(RECHECK_MAX).min(RECHECK_MAX);
-            if since >= due {
+            if since >= self.recheck_due() {
                 let mut t = self.trials.lock().unwrap();
-                // One caller restarts the measurement (another may have just done so).
-                if self.choice.load(Ordering::Relaxed) != 0 {
+                // One caller restarts the measurement (another may have just done so, and a
+                // measurement just finished may have chosen again).
+                if self.choice.load(Ordering::Relaxed) != 0
+                    && self.since.load(Ordering::Relaxed) >= self.recheck_due()
+                {
                     t.iter_mut().for_each(Vec::clear);
                     // No warm-up this time: the plan has run many times.
                     self.runs.store(TUNE_SKIP, Ordering::Relaxed);
@@ -445,6 +455,10 @@ impl Tuner {
             return;
         }
         let mut t = self.trials.lock().unwrap();
+        // Another caller may have chosen since this one read `choice`.
+        if self.choice.load(Ordering::Relaxed) != 0 {
+            return;
+        }
         t[parallel as usize].push(took);
         if t.iter().all(|v| v.len() >= TUNE_RUNS) {
             let median = |v: &mut Vec<std::time::Duration>| {
@@ -463,8 +477,16 @@ impl Tuner {
                 eprintln!("schedule: two workers {par:?} vs serial {serial:?} (medians of {TUNE_RUNS})");
             }
             self.rounds.fetch_add(1, Ordering::Relaxed);
+            self.since.store(0, Ordering::Relaxed);
             self.choice.store(choice, Ordering::Relaxed);
         }
+    }
+
+    /// Runs after a choice before it is measured again: [`RECHECK_FIRST`], four times as many
+    /// after each later choice, at most [`RECHECK_MAX`].
+    fn recheck_due(&self) -> usize {
+        let round = self.rounds.load(Ordering::Relaxed).clamp(1, 5);
+        (RECHECK_FIRST << (2 * (round - 1))).min(RECHECK_MAX)
     }
 
     /// Whether a choice has been made, and which: `Some(true)` for two workers.
