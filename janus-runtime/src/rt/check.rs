@@ -125,13 +125,7 @@ pub(crate) fn leaf_names(inputs: &[super::probe::Probed], firsts: &[u32]) -> Vec
     let grads = inputs.iter().find(|p| p.grads.is_some()).map_or("grads", |p| p.name);
     let plain = names.len();
     names.extend((plain..firsts.len()).map(|k| format!("{grads}[{}]", k - plain)));
-    names
-        .into_iter()
-        .zip(firsts)
-        .enumerate()
-        .filter(|&(k, (_, &f))| k == f as usize)
-        .map(|(_, (n, _))| n)
-        .collect()
+    super::key::first_only(names, firsts).collect()
 }
 
 /// The first difference between a replay's outputs and the statements' outputs, described:

@@ -299,11 +299,13 @@ pub(crate) fn distinct(leaves: LeafList, firsts: &[u32]) -> LeafList {
     if firsts.iter().enumerate().all(|(k, &f)| k == f as usize) {
         return leaves;
     }
-    leaves
-        .into_iter()
-        .zip(firsts)
-        .enumerate()
-        .filter(|&(k, (_, &f))| k == f as usize)
-        .map(|(_, (t, _))| t)
-        .collect()
+    first_only(leaves, firsts).collect()
+}
+
+/// The items at their leaf's first occurrence (`firsts[k] == k`): one per distinct leaf.
+pub(crate) fn first_only<'f, T>(
+    items: impl IntoIterator<Item = T, IntoIter: 'f>,
+    firsts: &'f [u32],
+) -> impl Iterator<Item = T> + 'f {
+    items.into_iter().zip(firsts).enumerate().filter(|&(k, (_, &f))| k == f as usize).map(|(_, (t, _))| t)
 }
