@@ -11,9 +11,14 @@
 //! recurrence run side by side, one per worker, and meet only where a step needs every row
 //! (a weight gradient's reduction over the batch).
 //!
+//! A weight gradient `xᵀ·dy` splits along its contraction instead (`contraction_halves`): two
+//! partial products over the row halves and an add, so each worker reads the rows its own
+//! chain wrote.
+//!
 //! Splitting changes no arithmetic except the GEMM's blocking (sums split where they add
-//! anyway: `janus_kernels::strided::SumPlan::parts`), and the split program is the one that
-//! runs whatever the worker count, so results do not depend on it.
+//! anyway: `janus_kernels::strided::SumPlan::parts`; a contraction split adds its two halves),
+//! and the split program is the one that runs whatever the worker count, so results do not
+//! depend on it.
 
 use crate::exec::lower::{BufRef, FusedSum, Lowered, Step, StepKind, ValRef};
 use crate::exec::memory::{MemoryPlan, dtype_slot};
