@@ -9,6 +9,7 @@
 //! | `JANUS_SERIAL=1` | run compiled steps on the calling thread only (no two-worker schedule) |
 //! | `JANUS_PARALLEL=force` | testing: split every splittable step in halves and run every compiled program on two workers |
 //! | `JANUS_PROFILE=1` | time every CPU executor step (serially); [`crate::profile_report`] prints the table |
+//! | `JANUS_TIMELINE=FILE` | append one two-worker run in 500 to FILE, step by step: worker, start, end, what |
 //! | `JANUS_MODE=eager\|janus\|check` | how `#[janus]` functions run (default `janus`) |
 //! | `JANUS_CHECK_EVERY=N` | in `janus` mode, also check every N-th replay of each variant against eager execution |
 //! | `JANUS_SELF_CHECK=0` | turn off the sampled self-check (replays 1, 2, 4, ..., 4096, then every 4096th) |
@@ -32,6 +33,8 @@ pub struct Config {
     pub force_parallel: bool,
     /// Time every CPU executor step (`JANUS_PROFILE=1`); profiled runs are serial.
     pub profile: bool,
+    /// Where sampled two-worker runs are written step by step (`JANUS_TIMELINE=FILE`).
+    pub timeline: Option<PathBuf>,
     /// The default mode of `#[janus]` functions.
     pub mode: Mode,
     /// Check every N-th replay of each variant against eager execution (0: never).
@@ -51,6 +54,7 @@ pub fn config() -> &'static Config {
         serial: std::env::var("JANUS_SERIAL").is_ok_and(|v| v == "1"),
         force_parallel: std::env::var("JANUS_PARALLEL").is_ok_and(|v| v == "force"),
         profile: std::env::var("JANUS_PROFILE").is_ok_and(|v| v == "1"),
+        timeline: std::env::var_os("JANUS_TIMELINE").filter(|v| !v.is_empty()).map(PathBuf::from),
         mode: match std::env::var("JANUS_MODE").as_deref() {
             Ok("eager") => Mode::Eager,
             Ok("check") => Mode::Check,

@@ -196,9 +196,17 @@ impl CpuPlan {
             let two_workers = force.unwrap_or(tuning && self.tuner.wants_parallel());
             let t0 = tuning.then(std::time::Instant::now);
             if two_workers {
-                schedule::run_parallel(&self.schedule, scratch, &|s| {
-                    steps::run_step(&steps[s], vals, &frame)
-                });
+                match profile::Timeline::sample() {
+                    Some(tl) => {
+                        schedule::run_parallel(&self.schedule, scratch, &|s| {
+                            tl.time(s, || steps::run_step(&steps[s], vals, &frame))
+                        });
+                        tl.write(l);
+                    }
+                    None => schedule::run_parallel(&self.schedule, scratch, &|s| {
+                        steps::run_step(&steps[s], vals, &frame)
+                    }),
+                }
             } else if crate::profile::on() {
                 for step in steps {
                     crate::profile::step(|| profile::label(l, step), || steps::run_step(step, vals, &frame));

@@ -1,6 +1,12 @@
-//! Labels of executor steps for `JANUS_PROFILE=1` (`crate::profile`).
+//! Labels of executor steps for `JANUS_PROFILE=1` (`crate::profile`), and the two-worker
+//! timeline of `JANUS_TIMELINE=FILE`.
 
 use crate::exec::lower::{Lowered, Step, StepKind};
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
 
 /// What a step computes, as a table label.
 pub(crate) fn label(l: &Lowered, step: &Step) -> String {
@@ -26,6 +32,63 @@ pub(crate) fn label(l: &Lowered, step: &Step) -> String {
         StepKind::Generic { op, inputs, out } => {
             let ins: Vec<String> = inputs.iter().map(|&i| shape(i)).collect();
             format!("{} {} -> {}", op.name(), ins.join(" "), shape(*out))
+        }
+    }
+}
+
+/// One two-worker run in this many is written to the timeline file.
+const TIMELINE_EVERY: u64 = 500;
+
+/// The steps of one sampled two-worker run: which worker ran each, from when to when. It shows
+/// what `JANUS_PROFILE=1` cannot (profiled runs are serial): the critical path, and where a
+/// worker idles.
+pub(crate) struct Timeline {
+    t0: Instant,
+    /// (step, worker: 1 the caller, 2 the helper, start ns, end ns).
+    events: Mutex<Vec<(u32, u8, u64, u64)>>,
+}
+
+impl Timeline {
+    /// A timeline for this run, if `JANUS_TIMELINE` is set and the run is sampled.
+    pub(crate) fn sample() -> Option<Timeline> {
+        static RUNS: AtomicU64 = AtomicU64::new(0);
+        crate::config::config().timeline.as_ref()?;
+        let k = RUNS.fetch_add(1, Ordering::Relaxed);
+        (k % TIMELINE_EVERY == TIMELINE_EVERY - 1)
+            .then(|| Timeline { t0: Instant::now(), events: Mutex::new(Vec::new()) })
+    }
+
+    /// Runs step `s`, timed.
+    pub(crate) fn time(&self, s: usize, run: impl FnOnce()) {
+        let start = self.t0.elapsed().as_nanos() as u64;
+        run();
+        let end = self.t0.elapsed().as_nanos() as u64;
+        let w = if std::thread::current().name() == Some("janus-worker") { 2 } else { 1 };
+        self.events.lock().unwrap().push((s as u32, w, start, end));
+    }
+
+    /// Appends the run to the timeline file: a summary line, then one line per step by start.
+    pub(crate) fn write(self, l: &Lowered) {
+        let wall = self.t0.elapsed().as_secs_f64() * 1e6;
+        let mut ev = self.events.into_inner().unwrap();
+        ev.sort_by_key(|e| e.2);
+        let busy = |w: u8| ev.iter().filter(|e| e.1 == w).map(|e| (e.3 - e.2) as f64 / 1e3).sum::<f64>();
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "# {} steps, wall {wall:.1} us, busy: caller {:.1} us, helper {:.1} us",
+            ev.len(),
+            busy(1),
+            busy(2)
+        );
+        for (s, w, a, b) in ev {
+            let (a, b) = (a as f64 / 1e3, b as f64 / 1e3);
+            let _ = writeln!(out, "{w} {a:9.1} {b:9.1} {:8.1}  {}", b - a, label(l, &l.steps[s as usize]));
+        }
+        let path = crate::config::config().timeline.as_ref().expect("sampled only when set");
+        let file = std::fs::OpenOptions::new().create(true).append(true).open(path);
+        if let Err(e) = file.and_then(|mut f| f.write_all(out.as_bytes())) {
+            eprintln!("janus: cannot write JANUS_TIMELINE `{}`: {e}", path.display());
         }
     }
 }
