@@ -445,6 +445,7 @@ pub(crate) fn lower_for(g: &Graph, fuse_sums: bool) -> Lowered {
     }
     if fuse_sums {
         drop_unread_results(g, &mut steps, &layout);
+        alias_cats(g, &mut steps, &mut layout);
     }
     let mut l = super::memory::assign_buffers(g, steps, layout, consts, const_of, input_of, &memo_of);
     l.memos = memos;
@@ -483,6 +484,60 @@ fn sum_target(at: Option<FusedAt>, class: &HashMap<usize, bool>, dims: &[usize])
     let parts = janus_kernels::strided::SumPlan::parts(at.elems, None).0;
     let fits = keeps || parts > 1 || at.cost < super::cpu::split_min_cost();
     (fits && class.get(&at.step).is_none_or(|&c| c == keeps)).then_some((at, keeps))
+}
+
+/// Concatenations whose parts are blocks of the result (the dimensions before the joined one
+/// are all 1) and are all written by steps of this plan become views: each part's writer
+/// writes straight into its block of the result, and the cat's copy is gone (as inductor's
+/// `NonOwningLayout` buffers of a `cat`). An RNN's backward stacks the per-step gate
+/// gradients and states into `[T*B, ...]` matrices for the weight-gradient GEMMs: those copies
+/// were 5% of the LSTM step's work, one of them on its critical path, and a GEMM half over
+/// the rows of some time steps can now start as soon as those steps have written them
+/// (`memory::dependencies` orders by element ranges). CPU plans only: the CUDA executor tells
+/// an in-place addend by its buffer alone.
+fn alias_cats(g: &Graph, steps: &mut Vec<Step>, layout: &mut [Option<Placement>]) {
+    let root = |layout: &[Option<Placement>], i: usize| layout[i].as_ref().map_or(i, |l| l.root);
+    let outputs: std::collections::HashSet<usize> = g.outputs.iter().map(|o| o.index()).collect();
+    // Values some step writes. A cat made a view stays in the set: its parts' writers write it.
+    let written: std::collections::HashSet<usize> =
+        steps.iter().flat_map(|st| st.kind.writes()).map(|w| root(layout, w)).collect();
+    let mut gone = vec![false; steps.len()];
+    for s in 0..steps.len() {
+        let StepKind::Cat { dim, parts, out } = &steps[s].kind else { continue };
+        let (dim, out) = (*dim, *out);
+        let shape = &g.nodes[out].ty.shape;
+        if shape[..dim].iter().product::<usize>() != 1 {
+            continue;
+        }
+        // A part qualifies when it is a value of its own (its own root, not an input, constant
+        // or memo, which no step writes), some step writes it, it is no graph output (a
+        // returned view would keep the whole result alive), and it appears once.
+        let own = parts.iter().all(|&p| {
+            root(layout, p) == p
+                && !outputs.contains(&p)
+                && written.contains(&p)
+                && parts.iter().filter(|&&q| q == p).count() == 1
+        });
+        if !own {
+            continue;
+        }
+        let block: usize = shape[dim + 1..].iter().product();
+        let mut at = 0;
+        for &p in parts.iter() {
+            let offset = at * block;
+            for l in layout.iter_mut().flatten().filter(|l| l.root == p) {
+                l.root = out;
+                l.offset += offset;
+            }
+            at += g.nodes[p].ty.shape[dim];
+        }
+        gone[s] = true;
+    }
+    let mut k = 0;
+    steps.retain(|_| {
+        k += 1;
+        !gone[k - 1]
+    });
 }
 
 /// Stops fused steps with sums from storing results that nothing else reads (no step, view or

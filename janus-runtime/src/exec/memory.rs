@@ -69,8 +69,11 @@ pub(crate) fn assign_buffers(
     let mut def_step = vec![usize::MAX; n];
     let mut last_use = vec![0usize; n];
     for (s, st) in steps.iter().enumerate() {
+        // By root: the parts of a concatenation written in place (`lower::alias_cats`) are
+        // views of it, so it lives from its first part's write.
         for w in st.kind.writes() {
-            def_step[w] = s;
+            let w = root(w);
+            def_step[w] = def_step[w].min(s);
             last_use[w] = last_use[w].max(s);
         }
         for r in st.kind.reads() {
@@ -99,8 +102,9 @@ pub(crate) fn assign_buffers(
         }
     }
     for (s, st) in steps.iter().enumerate() {
-        for w in st.kind.writes() {
-            if out_slot[w].is_some() {
+        for part in st.kind.writes() {
+            let w = root(part);
+            if out_slot[w].is_some() || arena_start[w].is_some() {
                 continue;
             }
             let ty = &g.nodes[w].ty;
@@ -109,6 +113,7 @@ pub(crate) fn assign_buffers(
             // In place: the addend of a GEMM that dies here, dense, of the result's shape, and
             // not also one of the factors.
             if let StepKind::MatMul { a, b, c: Some(c), .. } = st.kind
+                && part == w
                 && c == root(c)
                 && root(a) != c
                 && root(b) != c
@@ -191,19 +196,10 @@ pub(crate) fn assign_buffers(
 /// Checks the plan's safety invariant: no step writes a region it also reads or writes twice,
 /// unless it is an in-place GEMM accumulation into its own addend.
 pub(crate) fn validate(l: &Lowered) {
-    let region = |i: usize| {
-        let v = l.vals[i].as_ref().expect("value");
-        if v.len == 0 {
-            return None; // an empty region touches no memory
-        }
-        match v.buf {
-            BufRef::Arena(s) => Some((dtype_slot(v.dtype), s, s + v.len, true)),
-            BufRef::Output(k) => Some((usize::MAX - k, 0, v.len, false)),
-            _ => None,
-        }
-    };
-    let overlap =
-        |a: (usize, usize, usize, bool), b: (usize, usize, usize, bool)| a.0 == b.0 && a.1 < b.2 && b.1 < a.2;
+    // The element range each value may touch: a step may write one block of a buffer while it
+    // reads another (the parts of a concatenation written in place, `lower::alias_cats`).
+    let region = |i: usize| extent(l.vals[i].as_ref().expect("value"));
+    let overlap = |a: Extent, b: Extent| a.0 == b.0 && a.1 < b.2 && b.1 < a.2;
     for st in &l.steps {
         let writes: Vec<_> = st.kind.writes().iter().filter_map(|&w| region(w)).collect();
         for (i, w) in writes.iter().enumerate() {
@@ -432,7 +428,7 @@ pub(crate) mod tests {
     }
 
     /// A random program over `[r, c]` matrices: elementwise chains, products (with and without
-    /// addends), reductions and softmaxes, reusing earlier values at random; optimised and
+    /// addends), reductions, softmaxes and stacked rows, reusing earlier values at random; optimised and
     /// lowered, its plan must satisfy [`check`].
     fn random_plan(seed: u64) -> Result<(), String> {
         let mut rng = Rng(seed);
@@ -445,7 +441,9 @@ pub(crate) mod tests {
             for k in 0..steps {
                 let pick = |j: usize| vals[choices[3 * k + j] % vals.len()].clone();
                 let a = pick(0);
-                let v = match choices[3 * k + 2] % 7 {
+                let v = match choices[3 * k + 2] % 8 {
+                    // Parts written in place into their stack (`lower::alias_cats`).
+                    6 => Tensor::cat(&[&a.exp(), &pick(1).matmul(&x[1])], 0).narrow(0, r / 2, r) + &a,
                     0 => (&a * 2.0 + &x[2]).tanh(),
                     1 => a.matmul(&x[1]),
                     2 => a.matmul(&x[1]) + pick(1),
@@ -490,5 +488,37 @@ pub(crate) mod tests {
             }
         }
         assert!(check(&l).is_err(), "an overlap of live values went unnoticed");
+    }
+
+    /// A concatenation of computed rows has no copy step: each part's writer writes its block
+    /// of the stack, a part that is an input is not written in place (the copy stays), and
+    /// the plan keeps its invariants.
+    #[test]
+    fn stacked_parts_are_written_in_place() {
+        let inputs = [Tensor::ones([3, 4]), Tensor::ones([4, 4])];
+        let cats = |stack_input: bool| {
+            let g = trace(&inputs, |x| {
+                let a = x[0].matmul(&x[1]);
+                let b = if stack_input { x[0].clone() } else { x[0].exp() };
+                vec![Tensor::cat(&[&a, &b], 0).sigmoid()]
+            });
+            let (g, _) = crate::passes::optimize(g);
+            let l = super::super::lower::lower(&g);
+            validate(&l);
+            check(&l).unwrap();
+            let cat_steps = l.steps.iter().filter(|s| matches!(s.kind, StepKind::Cat { .. })).count();
+            let roots: Vec<usize> =
+                l.steps.iter().flat_map(|s| s.kind.writes()).map(|w| l.roots[w]).collect();
+            (cat_steps, roots)
+        };
+        let (steps, roots) = cats(false);
+        assert_eq!(steps, 0, "the stack of computed rows is still copied");
+        // The product, the exp and the sigmoid write two values: the stack (both parts) and
+        // the result.
+        let mut distinct = roots.clone();
+        distinct.sort_unstable();
+        distinct.dedup();
+        assert_eq!(distinct.len(), 2, "parts are not views of their stack: roots {roots:?}");
+        assert_eq!(cats(true).0, 1, "a stacked input must be copied");
     }
 }

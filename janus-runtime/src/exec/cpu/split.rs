@@ -432,15 +432,18 @@ mod tests {
 
     /// A random program over `[r, c]` values: row-aligned GEMM chains (with bias rows, full
     /// addends and in-place accumulation), fused elementwise groups with broadcast operands,
-    /// concatenations along columns feeding a GEMM, batched products, and steps that need
-    /// every row (reductions over the batch, softmaxes).
+    /// concatenations along columns feeding a GEMM, rows stacked by a concatenation its parts
+    /// write in place, batched products, and steps that need every row (reductions over the
+    /// batch, softmaxes).
     fn program(x: &[Tensor], choices: &[usize]) -> Vec<Tensor> {
         let (r, c) = (x[0].sizes()[0], x[0].sizes()[1]);
         let mut vals = vec![x[0].clone(), x[4].clone()];
         for k in 0..choices.len() / 3 {
             let pick = |j: usize| vals[choices[3 * k + j] % vals.len()].clone();
             let a = pick(0);
-            let v = match choices[3 * k + 2] % 10 {
+            let v = match choices[3 * k + 2] % 11 {
+                // Rows stacked (written in place into the stack), read across the seam.
+                10 => Tensor::cat(&[&a.tanh(), &(pick(1) * 3.0)], 0).narrow(0, r / 2, r).matmul(&x[1]),
                 // A weight gradient: the contraction runs over the rows.
                 9 => x[4].matmul(&(a.t().matmul(&pick(1)) + &x[1])).sigmoid(),
                 0 => (&a * 2.0 + &x[3]).tanh(),

@@ -96,7 +96,7 @@ pub(crate) fn run_step<'a>(step: &Step, vals: &'a [Option<ValRef>], f: &Frame<'a
                 n: vo.shape[r - 1],
                 k: va.shape[va.shape.rank() - 1],
             };
-            let in_place = c.is_some_and(|c| val(c).buf == vo.buf);
+            let in_place = c.is_some_and(|c| val(c).buf == vo.buf && val(c).offset == vo.offset);
             let (sa, sb) = (f.src::<T>(va), f.src::<T>(vb));
             // SAFETY: the result is disjoint from the factors; an in-place addend is not read
             // through any other reference (plan).
