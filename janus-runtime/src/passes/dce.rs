@@ -2,9 +2,14 @@
 //! signature is unchanged; projections of a live fused group stay with it).
 
 use super::{PassStats, Rewriter};
-use crate::graph::{Graph, NodeOp};
+use crate::graph::{Graph, NodeId, NodeOp};
 
 pub(crate) fn run(g: Graph, stats: &mut PassStats) -> Graph {
+    run_mapped(g, stats).0
+}
+
+/// [`run`], also returning each old node's new id (`None` for a dropped node).
+pub(crate) fn run_mapped(g: Graph, stats: &mut PassStats) -> (Graph, Vec<Option<NodeId>>) {
     let n = g.nodes.len();
     let mut live = vec![false; n];
     for o in &g.outputs {
@@ -24,14 +29,16 @@ pub(crate) fn run(g: Graph, stats: &mut PassStats) -> Graph {
     }
     let removed = live.iter().filter(|l| !**l).count();
     if removed == 0 {
-        return g;
+        let same = (0..n).map(|i| Some(NodeId(i as u32))).collect();
+        return (g, same);
     }
     stats.add("dce.removed", removed);
     let mut r = Rewriter::new(&g);
     for (i, _) in live.iter().enumerate().filter(|(_, l)| **l) {
         r.copy(i);
     }
-    r.finish()
+    let map = r.map.clone();
+    (r.finish(), map)
 }
 
 #[cfg(test)]

@@ -48,9 +48,13 @@ struct Group {
     class: Option<DType>,
 }
 
-pub(crate) fn run(g: Graph, stats: &mut PassStats) -> Graph {
+/// Groups fusable nodes greedily in node order: each joins the groups of its operands of its
+/// shape and class, where that closes no cycle. `loners` (recomputed values) join no operand's
+/// group but each other's: their readers' groups take them in. Returns the groups (some emptied by merges)
+/// and each node's group.
+fn group(g: &Graph, loners: &HashSet<usize>) -> (Vec<Group>, Vec<Option<usize>>) {
     let n = g.nodes.len();
-    let classes: Vec<Option<Option<DType>>> = g.nodes.iter().map(|x| class(&g, x)).collect();
+    let classes: Vec<Option<Option<DType>>> = g.nodes.iter().map(|x| class(g, x)).collect();
     let mut group_of: Vec<Option<usize>> = vec![None; n];
     let mut groups: Vec<Group> = Vec::new();
     for i in 0..n {
@@ -59,7 +63,9 @@ pub(crate) fn run(g: Graph, stats: &mut PassStats) -> Graph {
         let mut members: BTreeSet<usize> = BTreeSet::from([i]);
         let mut merged: Vec<usize> = Vec::new();
         let mut class = cls;
-        for a in &g.nodes[i].inputs {
+        // A loner takes in only other loners (the rest of its recomputed chain).
+        let loner = loners.contains(&i);
+        for a in g.nodes[i].inputs.iter().filter(|a| !loner || loners.contains(&a.index())) {
             let Some(gid) = group_of[a.index()] else { continue };
             if merged.contains(&gid) || g.nodes[a.index()].ty.shape != *shape {
                 continue;
@@ -73,13 +79,13 @@ pub(crate) fn run(g: Graph, stats: &mut PassStats) -> Graph {
                 continue;
             }
             let union: BTreeSet<usize> = members.union(&other.members).copied().collect();
-            if closed(&g, &union, &group_of, &groups) {
+            if closed(g, &union, &group_of, &groups) {
                 members = union;
                 merged.push(gid);
                 class = joined;
             }
         }
-        if !closed(&g, &members, &group_of, &groups) {
+        if !closed(g, &members, &group_of, &groups) {
             members = BTreeSet::from([i]);
             merged.clear();
             class = cls;
@@ -94,14 +100,129 @@ pub(crate) fn run(g: Graph, stats: &mut PassStats) -> Graph {
         group_of[i] = Some(gid);
         groups.push(Group { members, class });
     }
-    groups.retain(|gr| !gr.members.is_empty());
-    let mut fused_ops = 0;
-    for gr in &groups {
-        fused_ops += gr.members.len();
+    (groups, group_of)
+}
+
+pub(crate) fn run(g: Graph, stats: &mut PassStats) -> Graph {
+    let (mut groups, group_of) = group(&g, &HashSet::new());
+    let mut g = g;
+    if let Some((recomputing, loners, count)) = rematerialize(&g, &group_of) {
+        stats.add("fuse.recomputed", count);
+        groups = group(&recomputing, &loners).0;
+        g = recomputing;
     }
+    groups.retain(|gr| !gr.members.is_empty());
+    let fused_ops: usize = groups.iter().map(|gr| gr.members.len()).sum();
     stats.add("fuse.groups", groups.len());
     stats.add("fuse.ops", fused_ops);
     emit(&g, groups)
+}
+
+/// The one operand of a cheap elementwise function of one value (scalar constants aside, no
+/// broadcast): negation, square, |x|, or `+ - *` with a constant.
+fn cheap_operand(g: &Graph, node: &Node) -> Option<NodeId> {
+    let op = node.op.as_op()?;
+    let x = match op {
+        Op::Unary(UnaryOp::Neg | UnaryOp::Square | UnaryOp::Abs) => node.inputs[0],
+        Op::Binary(BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul) => {
+            let mut values = node.inputs.iter().copied().filter(|a| scalar_fill(g, *a).is_none());
+            let x = values.next()?;
+            if values.next().is_some() {
+                return None;
+            }
+            x
+        }
+        _ => return None,
+    };
+    (node.ty.dtype.is_float() && g.node(x).ty == node.ty).then_some(x)
+}
+
+/// Rematerialisation across groups: a group result that is a cheap function of a value stored
+/// anyway (`1 - y`, `1 - y^2` of a sigmoid's or tanh's `y`, as their gradients need them), and
+/// that only other groups read, is recomputed by each reader from that value instead of being
+/// stored. An LSTM cell's forward program stored twelve `[B, H]` results for the backward, five
+/// of them such functions of the other seven; each is written once and read once through
+/// memory, where recomputing it is one instruction over a tile in L1. Returns the graph with
+/// the readers' copies (their ids, which join no operand's group), and how many reads
+/// recompute, or `None` when there is nothing to recompute.
+fn rematerialize(g: &Graph, group_of: &[Option<usize>]) -> Option<(Graph, HashSet<usize>, usize)> {
+    let n = g.nodes.len();
+    let mut users: Vec<SmallVec<[usize; 4]>> = vec![SmallVec::new(); n];
+    for (i, node) in g.nodes.iter().enumerate() {
+        for a in &node.inputs {
+            if !users[a.index()].contains(&i) {
+                users[a.index()].push(i);
+            }
+        }
+    }
+    let outputs: HashSet<usize> = g.outputs.iter().map(|o| o.index()).collect();
+    // Per recomputed value: its chain of cheap nodes from the anchor's side, ending with it.
+    let mut plan: HashMap<usize, SmallVec<[usize; 3]>> = HashMap::new();
+    for m in 0..n {
+        let Some(gm) = group_of[m] else { continue };
+        let outside = || users[m].iter().filter(|&&u| group_of[u] != Some(gm));
+        let fusable_readers =
+            outside().all(|&u| group_of[u].is_some() && g.nodes[u].ty.shape == g.nodes[m].ty.shape);
+        if outputs.contains(&m) || outside().next().is_none() || !fusable_readers {
+            continue;
+        }
+        let Some(mut x) = cheap_operand(g, &g.nodes[m]) else { continue };
+        let mut chain: SmallVec<[usize; 3]> = SmallVec::from_slice(&[m]);
+        while group_of[x.index()] == Some(gm) && chain.len() < 3 {
+            let Some(y) = cheap_operand(g, g.node(x)) else { break };
+            chain.push(x.index());
+            x = y;
+        }
+        let anchor = x.index();
+        // The readers load the anchor instead: it must be stored anyway (read by its group from
+        // outside, or by some reader outside that is not itself recomputed).
+        let stored = group_of[anchor] != Some(gm)
+            || outputs.contains(&anchor)
+            || users[anchor]
+                .iter()
+                .any(|&u| group_of[u] != Some(gm) && cheap_operand(g, &g.nodes[u]).is_none());
+        if stored {
+            chain.reverse();
+            plan.insert(m, chain);
+        }
+    }
+    if plan.is_empty() {
+        return None;
+    }
+    let mut r = Rewriter::new(g);
+    let mut copies: Vec<NodeId> = Vec::new();
+    for i in 0..n {
+        let mut node = r.remapped(i);
+        for (k, a) in g.nodes[i].inputs.iter().enumerate() {
+            let Some(chain) = plan.get(&a.index()) else { continue };
+            if group_of[i].is_none() || group_of[i] == group_of[a.index()] {
+                continue;
+            }
+            // This reader's own copy of the chain, from the anchor.
+            let mut prev: Option<(usize, NodeId)> = None;
+            for &c in chain {
+                let mut copy = r.remapped(c);
+                if let Some((old, new)) = prev {
+                    for (op, o) in copy.inputs.iter_mut().zip(&g.nodes[c].inputs) {
+                        if o.index() == old {
+                            *op = new;
+                        }
+                    }
+                }
+                let id = r.b.push(copy);
+                copies.push(id);
+                prev = Some((c, id));
+            }
+            node.inputs[k] = prev.expect("chains are not empty").1;
+        }
+        let id = r.b.push(node);
+        r.map[i] = Some(id);
+    }
+    let count = copies.len();
+    // The stored originals nothing reads now go.
+    let (g, map) = super::dce::run_mapped(r.finish(), &mut PassStats::default());
+    let loners = copies.iter().filter_map(|c| map[c.index()]).map(NodeId::index).collect();
+    Some((g, loners, count))
 }
 
 /// Whether no outside operand of `set` depends on a member of `set`, walking back from the
@@ -446,6 +567,27 @@ mod tests {
         let out = run(g, &mut s);
         assert_eq!((s.get("fuse.groups"), s.get("fuse.ops")), (1, 5), "{out}");
         assert_eq!((count(&out, "fused"), count(&out, "project"), count(&out, "mul")), (1, 1, 0), "{out}");
+    }
+
+    /// `1 - y` of a stored `y`, read only by a group after a product, is recomputed there: the
+    /// first program stores `y` alone (no projection), and a chain `1 - y^2` moves whole.
+    #[test]
+    fn cheap_functions_of_stored_values_are_recomputed_by_their_readers() {
+        let g = trace(&[Tensor::ones([4, 4]), Tensor::ones([4, 4])], |x| {
+            let y = x[0].sigmoid();
+            let t = x[0].tanh();
+            let (d, e) = (1.0 - &y, 1.0 - t.square());
+            let m = (&y + &t).matmul(&x[1]);
+            // The later group reads `y` and `t` too (as gradients read a sigmoid's result).
+            vec![(&m * &d).tanh() * &e * &y + &t]
+        });
+        let mut s = PassStats::default();
+        let out = run(g, &mut s);
+        crate::graph::verify(&out).unwrap();
+        assert_eq!(s.get("fuse.recomputed"), 3, "{out}");
+        // The first program stores `y`, `t` and `y + t`, not `1 - y` and `1 - t^2` (which
+        // would be two more projections).
+        assert_eq!((count(&out, "fused"), count(&out, "project")), (2, 2), "{out}");
     }
 
     #[test]
