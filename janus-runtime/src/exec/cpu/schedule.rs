@@ -112,8 +112,8 @@ pub(crate) struct Scratch {
 /// go to the same worker on every run, so the arena ranges a worker writes stay in its own
 /// cache: taken by whichever worker came first, about half of CartPole's update wrote lines
 /// the other core held, and two workers ran it no faster than one. A worker still takes the
-/// other's steps when it has waited this long with nothing of its own (the other may be busy,
-/// or not running at all: see `helper`).
+/// other's steps when it has waited this long with nothing of its own (the other may be busy),
+/// and at once while the other has not started (see `helper`).
 const STEAL_SPINS: u32 = 256;
 
 /// The next step for worker `w` (1 or 2): the higher-ranked of its own and the shared ones, or,
@@ -161,13 +161,12 @@ pub(crate) fn run_parallel(sched: &Schedule, scratch: &mut Scratch, run: &(dyn F
             let mut mine: Option<u32> = None;
             let mut idle = 0u32;
             started[w].store(true, Ordering::Release);
-            // Set once this worker has waited `STEAL_SPINS` and the other has not started:
-            // from then on it takes the other's steps at once, successors included.
-            let mut alone = false;
             while done.load(Ordering::Acquire) < n && !failed.load(Ordering::Acquire) {
-                if alone && started[3 - w].load(Ordering::Acquire) {
-                    alone = false;
-                }
+                // Until the other worker starts (the helper waking up, or busy with another
+                // caller's job), this one takes its steps at once, successors included: the
+                // LSTM step's first ~35 us went to idle spins on steps meant for a helper that
+                // was still waking (JANUS_TIMELINE).
+                let alone = !started[3 - w].load(Ordering::Acquire);
                 let s = match mine.take() {
                     Some(s) => s as usize,
                     None => {
@@ -183,7 +182,6 @@ pub(crate) fn run_parallel(sched: &Schedule, scratch: &mut Scratch, run: &(dyn F
                         };
                         let Some((_, s)) = next else {
                             idle += 1;
-                            alone |= idle >= STEAL_SPINS && !started[3 - w].load(Ordering::Acquire);
                             std::hint::spin_loop();
                             continue;
                         };
@@ -264,8 +262,13 @@ mod helper {
     /// How long the helper, done with a job, and a poster, done with its own half, wait
     /// awake for the other before sleeping. Per-step replays of a rolled loop come microseconds
     /// apart; waking a sleeping thread costs tens of microseconds, more than such a replay's
-    /// parallel gain. The waiting yields the core to any other runnable thread.
-    const SPIN: Duration = Duration::from_micros(100);
+    /// parallel gain. And a training loop's host code between two steps (batches, the loss
+    /// read) takes a few hundred: with 100 µs the helper slept through it, and waking it cost
+    /// the LSTM step ~38 µs before the caller's first step ran (the woken thread preempted
+    /// the poster on its core; `JANUS_TIMELINE` showed the first step at 36-45 µs, now ~1 µs).
+    /// The waiting yields the core to any other runnable thread (OpenMP runtimes spin for
+    /// 0.2-200 ms by default).
+    const SPIN: Duration = Duration::from_millis(1);
 
     /// Spins (yielding the core) until `ready()` or [`SPIN`] passed.
     fn spin_until(ready: impl Fn() -> bool) {
