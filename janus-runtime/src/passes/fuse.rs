@@ -143,8 +143,8 @@ fn cheap_operand(g: &Graph, node: &Node) -> Option<NodeId> {
 /// stored. An LSTM cell's forward program stored twelve `[B, H]` results for the backward, five
 /// of them such functions of the other seven; each is written once and read once through
 /// memory, where recomputing it is one instruction over a tile in L1. Returns the graph with
-/// the readers' copies (their ids, which join no operand's group), and how many reads
-/// recompute, or `None` when there is nothing to recompute.
+/// the readers' copies (their ids, which join no operand's group), and how many nodes were
+/// copied, or `None` when there is nothing to recompute.
 fn rematerialize(g: &Graph, group_of: &[Option<usize>]) -> Option<(Graph, HashSet<usize>, usize)> {
     let n = g.nodes.len();
     let mut users: Vec<SmallVec<[usize; 4]>> = vec![SmallVec::new(); n];
@@ -175,7 +175,11 @@ fn rematerialize(g: &Graph, group_of: &[Option<usize>]) -> Option<(Graph, HashSe
         }
         let anchor = x.index();
         // The readers load the anchor instead: it must be stored anyway (read by its group from
-        // outside, or by some reader outside that is not itself recomputed).
+        // outside, or by some reader outside that is not itself recomputed), and not be
+        // recomputed itself (its readers' copies would keep the original stored as well).
+        if plan.contains_key(&anchor) {
+            continue;
+        }
         let stored = group_of[anchor] != Some(gm)
             || outputs.contains(&anchor)
             || users[anchor]

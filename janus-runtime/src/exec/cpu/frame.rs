@@ -103,17 +103,26 @@ impl<'a> Frame<'a> {
     }
 
     /// `v` for reading: its region and layout.
+    ///
+    /// The slice covers only the elements `v`'s layout can reach (its offset is 0): a step may
+    /// read one block of a buffer while it writes another (the parts of a stack written in
+    /// place, `lower::alias_cats`), and the shared slice must not overlap the written one.
     pub(crate) fn src<T: Element>(&self, v: &'a ValRef) -> Src<'a, T> {
-        // SAFETY: the region is `v.len` initialised elements of a live buffer; no step writes it
-        // while this step runs (module docs).
-        let data = unsafe { std::slice::from_raw_parts(self.region::<T>(v), v.len) };
-        Src::new(data, &v.strides, v.offset)
+        if v.shape.elems() == 0 {
+            return Src::new(&[], &v.strides, 0); // its offset may lie past an empty region
+        }
+        let reach: usize = v.shape.iter().zip(&v.strides).map(|(&d, &s)| (d - 1) * s).sum();
+        let n = reach + 1;
+        assert!(v.offset + n <= v.len, "a read value lies inside its region");
+        // SAFETY: these `n` elements lie inside the region of `v.len` initialised elements of a
+        // live buffer (checked above); no step writes them while this step runs (module docs).
+        let data = unsafe { std::slice::from_raw_parts(self.region::<T>(v).add(v.offset), n) };
+        Src::new(data, &v.strides, 0)
     }
 
     /// `v`'s region as a dense slice for reading (the layout must be dense).
     pub(crate) fn dense<T: Element>(&self, v: &'a ValRef) -> &'a [T] {
-        let s = self.src::<T>(v);
-        &s.data[v.offset..v.offset + v.shape.elems()]
+        &self.src::<T>(v).data[..v.shape.elems()]
     }
 
     /// `v`'s elements for writing (arena or output values only, always dense: a whole value,

@@ -195,14 +195,13 @@ impl CpuPlan {
             let tuning = force.is_none() && self.schedule.parallel && self.parallel_allowed();
             let two_workers = force.unwrap_or(tuning && self.tuner.wants_parallel());
             let t0 = tuning.then(std::time::Instant::now);
+            let mut timeline = None;
             if two_workers {
-                match profile::Timeline::sample() {
-                    Some(tl) => {
-                        schedule::run_parallel(&self.schedule, scratch, &|s| {
-                            tl.time(s, || steps::run_step(&steps[s], vals, &frame))
-                        });
-                        tl.write(l);
-                    }
+                timeline = profile::Timeline::sample();
+                match &timeline {
+                    Some(tl) => schedule::run_parallel(&self.schedule, scratch, &|s| {
+                        tl.time(s, || steps::run_step(&steps[s], vals, &frame))
+                    }),
                     None => schedule::run_parallel(&self.schedule, scratch, &|s| {
                         steps::run_step(&steps[s], vals, &frame)
                     }),
@@ -218,6 +217,10 @@ impl CpuPlan {
             }
             if let Some(t0) = t0 {
                 self.tuner.record(two_workers, t0.elapsed());
+            }
+            // Written after the tuner's timing, which it would slow.
+            if let Some(tl) = timeline {
+                tl.write(l);
             }
         }
         if let Some(run) = pooled {

@@ -354,7 +354,7 @@ mod helper {
     }
 
     /// When dropped (also when `mine` unwinds), takes a posted job back if the helper has not
-    /// picked it up, or waits until the helper is done with it: the helper never calls a
+    /// picked it up, and waits until the helper is done with one it has: the helper never calls a
     /// closure whose frame is gone. (A job another caller posted meanwhile may be taken back
     /// too; that caller's own worker then runs every step.)
     struct Reclaim(&'static Helper);
@@ -362,12 +362,18 @@ mod helper {
     impl Drop for Reclaim {
         fn drop(&mut self) {
             let h = self.0;
-            // Mostly the helper finishes its half about when this thread does.
-            spin_until(|| !h.running.load(Ordering::Acquire) && !h.pending.load(Ordering::Acquire));
-            let mut s = h.slot.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-            if s.job.take().is_some() {
-                h.pending.store(false, Ordering::Relaxed);
+            // This thread's worker returns once every step has run: a job the helper has not
+            // picked up has nothing left to do (waiting for the helper to wake and find that
+            // out cost up to the whole `SPIN`).
+            {
+                let mut s = h.slot.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                if s.job.take().is_some() {
+                    h.pending.store(false, Ordering::Relaxed);
+                }
             }
+            // Mostly the helper finishes its half about when this thread does.
+            spin_until(|| !h.running.load(Ordering::Acquire));
+            let mut s = h.slot.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
             while s.busy {
                 s = h.finished.wait(s).unwrap_or_else(std::sync::PoisonError::into_inner);
             }

@@ -26,8 +26,9 @@ pub(crate) fn bias_row(vc: &ValRef, n: usize) -> bool {
         && vc.strides.last().is_none_or(|&s| s == 1 || n == 1)
 }
 
+/// `v`'s matrix layout over the data `Frame::src` gives for it (which starts at `v`'s offset).
 fn mat_layout(v: &ValRef) -> MatLayout {
-    v.layout().matrix()
+    MatLayout { offset: 0, ..v.layout().matrix() }
 }
 
 // Long by design: one arm per step kind.
@@ -106,7 +107,7 @@ pub(crate) fn run_step<'a>(step: &Step, vals: &'a [Option<ValRef>], f: &Frame<'a
                 // A bias row broadcast over every output row (the common case).
                 Some(vc) if bias_row(vc, n) => {
                     // Added in the product's own closing pass over the result.
-                    let row = &f.src::<T>(vc).data[vc.offset..vc.offset + n];
+                    let row = &f.src::<T>(vc).data[..n];
                     matmul_bias(dims, sa.data, mat_layout(va), sb.data, mat_layout(vb), row, dst);
                 }
                 addend => {
