@@ -501,6 +501,13 @@ fn alias_cats(g: &Graph, steps: &mut Vec<Step>, layout: &mut [Option<Placement>]
     // Values some step writes. A cat made a view stays in the set: its parts' writers write it.
     let written: std::collections::HashSet<usize> =
         steps.iter().flat_map(|st| st.kind.writes()).map(|w| root(layout, w)).collect();
+    // The values placed in each root (re-rooted with it: no scan of every value per part).
+    let mut rooted: HashMap<usize, Vec<usize>> = HashMap::new();
+    for (i, l) in layout.iter().enumerate() {
+        if let Some(l) = l {
+            rooted.entry(l.root).or_default().push(i);
+        }
+    }
     let mut gone = vec![false; steps.len()];
     for s in 0..steps.len() {
         let StepKind::Cat { dim, parts, out } = &steps[s].kind else { continue };
@@ -525,10 +532,13 @@ fn alias_cats(g: &Graph, steps: &mut Vec<Step>, layout: &mut [Option<Placement>]
         let mut at = 0;
         for &p in parts.iter() {
             let offset = at * block;
-            for l in layout.iter_mut().flatten().filter(|l| l.root == p) {
+            let moved = rooted.remove(&p).unwrap_or_default();
+            for &i in &moved {
+                let l = layout[i].as_mut().expect("rooted values have placements");
                 l.root = out;
                 l.offset += offset;
             }
+            rooted.entry(out).or_default().extend(moved);
             at += g.nodes[p].ty.shape[dim];
         }
         gone[s] = true;
