@@ -46,6 +46,15 @@ impl<'a> Layout<'a> {
         true
     }
 
+    /// How many elements from the offset on the view can touch: one past its largest index
+    /// (0 for an empty view).
+    pub fn span(&self) -> usize {
+        if self.shape.contains(&0) {
+            return 0;
+        }
+        1 + self.shape.iter().zip(self.strides).map(|(&d, &s)| (d - 1) * s).sum::<usize>()
+    }
+
     /// The GEMM layout of a 2-D or 3-D operand (a size-1 or missing batch broadcasts).
     pub fn matrix(&self) -> MatLayout {
         let r = self.shape.len();

@@ -543,11 +543,8 @@ fn alias_cats(g: &Graph, steps: &mut Vec<Step>, layout: &mut [Option<Placement>]
         }
         gone[s] = true;
     }
-    let mut k = 0;
-    steps.retain(|_| {
-        k += 1;
-        !gone[k - 1]
-    });
+    let mut gone = gone.into_iter();
+    steps.retain(|_| !gone.next().expect("one flag per step"));
 }
 
 /// Stops fused steps with sums from storing results that nothing else reads (no step, view or

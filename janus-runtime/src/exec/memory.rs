@@ -242,8 +242,7 @@ fn extent(v: &ValRef) -> Option<Extent> {
         BufRef::Output(k) => (4 + k, 0),
         _ => return None,
     };
-    let reach: usize = v.shape.iter().zip(&v.strides).map(|(&d, &s)| (d - 1) * s).sum();
-    Some((key, base + v.offset, base + v.offset + reach + 1))
+    Some((key, base + v.offset, base + v.offset + v.layout().span()))
 }
 
 /// Who last wrote, and who read since, each element range of one buffer: disjoint segments

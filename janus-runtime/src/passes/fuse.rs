@@ -573,8 +573,8 @@ mod tests {
         assert_eq!((count(&out, "fused"), count(&out, "project"), count(&out, "mul")), (1, 1, 0), "{out}");
     }
 
-    /// `1 - y` of a stored `y`, read only by a group after a product, is recomputed there: the
-    /// first program stores `y` alone (no projection), and a chain `1 - y^2` moves whole.
+    /// `1 - y` of a stored `y`, read only by a group after a product, is recomputed there, and
+    /// a chain `1 - t^2` moves whole: the first program stores neither.
     #[test]
     fn cheap_functions_of_stored_values_are_recomputed_by_their_readers() {
         let g = trace(&[Tensor::ones([4, 4]), Tensor::ones([4, 4])], |x| {

@@ -108,11 +108,10 @@ impl<'a> Frame<'a> {
     /// read one block of a buffer while it writes another (the parts of a stack written in
     /// place, `lower::alias_cats`), and the shared slice must not overlap the written one.
     pub(crate) fn src<T: Element>(&self, v: &'a ValRef) -> Src<'a, T> {
-        if v.shape.elems() == 0 {
+        let n = v.layout().span();
+        if n == 0 {
             return Src::new(&[], &v.strides, 0); // its offset may lie past an empty region
         }
-        let reach: usize = v.shape.iter().zip(&v.strides).map(|(&d, &s)| (d - 1) * s).sum();
-        let n = reach + 1;
         assert!(v.offset + n <= v.len, "a read value lies inside its region");
         // SAFETY: these `n` elements lie inside the region of `v.len` initialised elements of a
         // live buffer (checked above); no step writes them while this step runs (module docs).

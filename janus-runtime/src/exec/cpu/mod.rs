@@ -195,17 +195,12 @@ impl CpuPlan {
             let tuning = force.is_none() && self.schedule.parallel && self.parallel_allowed();
             let two_workers = force.unwrap_or(tuning && self.tuner.wants_parallel());
             let t0 = tuning.then(std::time::Instant::now);
-            let mut timeline = None;
+            let timeline = two_workers.then(profile::Timeline::sample).flatten();
             if two_workers {
-                timeline = profile::Timeline::sample();
-                match &timeline {
-                    Some(tl) => schedule::run_parallel(&self.schedule, scratch, &|s| {
-                        tl.time(s, || steps::run_step(&steps[s], vals, &frame))
-                    }),
-                    None => schedule::run_parallel(&self.schedule, scratch, &|s| {
-                        steps::run_step(&steps[s], vals, &frame)
-                    }),
-                }
+                schedule::run_parallel(&self.schedule, scratch, &|s| match &timeline {
+                    Some(tl) => tl.time(s, || steps::run_step(&steps[s], vals, &frame)),
+                    None => steps::run_step(&steps[s], vals, &frame),
+                });
             } else if crate::profile::on() {
                 for step in steps {
                     crate::profile::step(|| profile::label(l, step), || steps::run_step(step, vals, &frame));

@@ -146,9 +146,9 @@ pub(crate) fn run_parallel(sched: &Schedule, scratch: &mut Scratch, run: &(dyn F
         scratch.queued.store(ready.iter().map(BinaryHeap::len).sum(), Ordering::Release);
     }
     let done = AtomicUsize::new(0);
-    // Whether each worker (1, 2) has started: one that does not (the helper busy with another
+    // Whether worker 1, 2 (at 0, 1) has started: one that does not (the helper busy with another
     // caller's job) leaves its steps to the other.
-    let started = [AtomicBool::new(false), AtomicBool::new(false), AtomicBool::new(false)];
+    let started = [AtomicBool::new(false), AtomicBool::new(false)];
     let failed = AtomicBool::new(false);
     let panic: Mutex<Option<Box<dyn std::any::Any + Send>>> = Mutex::new(None);
     let scratch = &*scratch;
@@ -160,13 +160,13 @@ pub(crate) fn run_parallel(sched: &Schedule, scratch: &mut Scratch, run: &(dyn F
             // without a round trip through the shared queue (a chain stays on one worker).
             let mut mine: Option<u32> = None;
             let mut idle = 0u32;
-            started[w].store(true, Ordering::Release);
+            started[w - 1].store(true, Ordering::Release);
             while done.load(Ordering::Acquire) < n && !failed.load(Ordering::Acquire) {
                 // Until the other worker starts (the helper waking up, or busy with another
                 // caller's job), this one takes its steps at once, successors included: the
                 // LSTM step's first ~35 us went to idle spins on steps meant for a helper that
                 // was still waking (JANUS_TIMELINE).
-                let alone = !started[3 - w].load(Ordering::Acquire);
+                let alone = !started[2 - w].load(Ordering::Acquire);
                 let s = match mine.take() {
                     Some(s) => s as usize,
                     None => {
