@@ -3,7 +3,7 @@
 //! are done. Ready steps are taken longest-remaining-path first, so the critical chain (an
 //! RNN's recurrence) is never starved by off-path work such as weight-gradient GEMMs.
 
-use crate::exec::lower::{Lowered, StepKind};
+use crate::exec::lower::{Lowered, ReduceKind, StepKind};
 use smallvec::SmallVec;
 use std::collections::BinaryHeap;
 use std::panic::AssertUnwindSafe;
@@ -17,6 +17,8 @@ pub(crate) struct Schedule {
     rank: Vec<u64>,
     /// Per step, the worker that should run it (`Step::worker`).
     worker: Vec<u8>,
+    /// Per step, whether it runs long (see [`long`]).
+    long: Vec<bool>,
     /// Whether parallel execution is worth its handoffs for this program.
     pub(crate) parallel: bool,
 }
@@ -35,9 +37,35 @@ pub(crate) fn cost(l: &Lowered, kind: &StepKind) -> u64 {
             span.as_ref().map_or(whole, |s| whole * s.len() as u64 / 4)
         }
         k => {
-            k.writes().iter().map(|&w| numel(w)).sum::<u64>()
-                + k.reads().iter().map(|&r| numel(r)).sum::<u64>()
+            let moved = k.writes().iter().map(|&w| numel(w)).sum::<u64>()
+                + k.reads().iter().map(|&r| numel(r)).sum::<u64>();
+            // An `exp` per element and a row's reductions: a `[32, 57]` log-softmax took 4.4 µs
+            // in the LSTM step, 1.8 ns per element, over ten times a copy's cost per element.
+            let transcendental = matches!(
+                k,
+                StepKind::Reduce {
+                    kind: ReduceKind::Softmax | ReduceKind::LogSoftmax | ReduceKind::LogSumExp,
+                    ..
+                }
+            );
+            if transcendental { moved * 16 } else { moved }
         }
+    }
+}
+
+/// Whether a step runs long: tens of microseconds, a weight gradient's GEMM (about 2M
+/// multiply-adds and up, ~20 µs on one core) or another step of at least 512K
+/// element-operations (an Adam update's program; the cost of steps other than GEMMs counts
+/// operations that take 0.03-0.5 ns each). While a worker runs such a step, the other takes
+/// that worker's ready steps at once instead of waiting [`STEAL_SPINS`] for it: in the LSTM
+/// step, one worker ran a 470 µs weight-gradient product while the other ran both halves'
+/// backward chains alone, waiting ~7 µs before each step of the busy worker's half
+/// (`JANUS_TIMELINE`).
+fn long(l: &Lowered, kind: &StepKind) -> bool {
+    let c = cost(l, kind);
+    match kind {
+        StepKind::MatMul { .. } => c >= 1 << 21,
+        _ => c >= 1 << 19,
     }
 }
 
@@ -90,6 +118,7 @@ pub(crate) fn build(l: &Lowered) -> Schedule {
         succs,
         rank,
         worker: l.steps.iter().map(|st| st.worker).collect(),
+        long: l.steps.iter().map(|st| long(l, &st.kind)).collect(),
         // Only when the work is large and the critical path leaves a tenth of it to overlap;
         // the tuner then measures whether two workers beat the calling thread.
         parallel: rayon::current_num_threads() >= 2
@@ -149,6 +178,8 @@ pub(crate) fn run_parallel(sched: &Schedule, scratch: &mut Scratch, run: &(dyn F
     // Whether worker 1, 2 (at 0, 1) has started: one that does not (the helper busy with another
     // caller's job) leaves its steps to the other.
     let started = [AtomicBool::new(false), AtomicBool::new(false)];
+    // Whether worker 1, 2 (at 0, 1) is running a long step: the other takes its steps at once.
+    let in_long = [AtomicBool::new(false), AtomicBool::new(false)];
     let failed = AtomicBool::new(false);
     let panic: Mutex<Option<Box<dyn std::any::Any + Send>>> = Mutex::new(None);
     let scratch = &*scratch;
@@ -165,8 +196,8 @@ pub(crate) fn run_parallel(sched: &Schedule, scratch: &mut Scratch, run: &(dyn F
                 // Until the other worker starts (the helper waking up, or busy with another
                 // caller's job), this one takes its steps at once, successors included: the
                 // LSTM step's first ~35 us went to idle spins on steps meant for a helper that
-                // was still waking (JANUS_TIMELINE).
-                let alone = !started[2 - w].load(Ordering::Acquire);
+                // was still waking (JANUS_TIMELINE). The same while the other runs a long step.
+                let alone = !started[2 - w].load(Ordering::Acquire) || in_long[2 - w].load(Ordering::Acquire);
                 let s = match mine.take() {
                     Some(s) => s as usize,
                     None => {
@@ -189,10 +220,17 @@ pub(crate) fn run_parallel(sched: &Schedule, scratch: &mut Scratch, run: &(dyn F
                         s as usize
                     }
                 };
+                let long = sched.long[s];
+                if long {
+                    in_long[w - 1].store(true, Ordering::Release);
+                }
                 if let Err(p) = std::panic::catch_unwind(AssertUnwindSafe(|| run(s))) {
                     *panic.lock().unwrap() = Some(p);
                     failed.store(true, Ordering::Release);
                     return;
+                }
+                if long {
+                    in_long[w - 1].store(false, Ordering::Release);
                 }
                 let mut others: SmallVec<[(u64, u32); 4]> = SmallVec::new();
                 for &t in &sched.succs[s] {
