@@ -400,10 +400,11 @@ fn with_frame<'a, T: Scratch, R>(
 }
 
 /// Instructions that write a float output in place, as `(instruction, output)`: each output
-/// register's last writer, when it computes (not a `Load`, which may be a view), is the last
-/// instruction to touch that register, the register is no other output's and is not summed.
-/// Computing into the register and copying it out cost a pass over every tile (7.9% of
-/// CartPole's update, perf).
+/// register's last writer, when it computes (not a `Load`, which may be a view), the register
+/// being no other output's and not summed. Later instructions that read the register read the
+/// output's positions instead (a view, see `run_tile`). Computing into the register and copying
+/// it out cost a pass over every tile (7.9% of CartPole's update, perf); the LSTM cell's
+/// forward program stored 6 of its 7 outputs that way, each read again by a later instruction.
 type Direct = SmallVec<[(usize, usize); 4]>;
 
 fn direct_outputs<T>(prog: &Program, outputs: &Outputs<T>, summed: &[Reg]) -> Direct {
@@ -414,8 +415,7 @@ fn direct_outputs<T>(prog: &Program, outputs: &Outputs<T>, summed: &[Reg]) -> Di
             continue;
         }
         let Some(last) = prog.instrs.iter().rposition(|i| i.dst() == r) else { continue };
-        let touched_after = prog.instrs[last + 1..].iter().any(|i| i.dst() == r || i.reads(r));
-        if !touched_after && !matches!(prog.instrs[last], Instr::Load { .. }) {
+        if !matches!(prog.instrs[last], Instr::Load { .. }) {
             direct.push((last, k));
         }
     }
@@ -599,6 +599,7 @@ fn run_tile<'s, 'a: 's, T: Scratch>(
             Output::Float(o) => &mut o[at..at + len],
             _ => unreachable!("only float outputs are written in place"),
         });
+        let written = into.as_ref().map(|o| (o.as_ptr(), o.len()));
         match *ins {
             Instr::Load { dst, input } => {
                 let source = frame.sources.get(input as usize).copied().unwrap_or(Source::Copy);
@@ -656,6 +657,16 @@ fn run_tile<'s, 'a: 's, T: Scratch>(
                     },
                 );
             }
+        }
+        if let Some((ptr, n)) = written {
+            // Later readers of the register read the positions just written to the output.
+            // SAFETY: `ptr..ptr + n` are this tile's positions of output `k`, which outlives
+            // the frame (the outputs are borrowed for the whole run); no `&mut` to them is
+            // made again before the register's next write, which replaces this view (the next
+            // tile's first write of the register, as every read follows a write in program
+            // order): `store` skips direct outputs, and other outputs are disjoint slices.
+            let view: &'s [T] = unsafe { std::slice::from_raw_parts(ptr, n) };
+            frame.views[ins.dst() as usize] = Some(view);
         }
     }
 }

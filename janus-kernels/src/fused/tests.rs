@@ -213,3 +213,62 @@ fn large_outputs_split_across_tasks() {
     run(&prog, &[n], &[Input::Float(Src::new(&a, &[1], 0))], smallvec::smallvec![Output::Float(&mut out)]);
     assert!(out.iter().enumerate().all(|(i, &v)| v == 1.0 - i as f64));
 }
+
+/// Outputs written in place whose registers later instructions read again (the LSTM cell's
+/// gates, each stored and used): the readers see the values just written, tile after tile,
+/// including a register written twice (only its last writer goes to the output), with and
+/// without sums, whole and in parts.
+#[test]
+fn outputs_written_in_place_are_read_back_by_later_instructions() {
+    use crate::elementwise::BinaryOp::{Add, Mul};
+    let prog = Program {
+        instrs: vec![
+            Instr::Load { dst: 0, input: 0 },
+            Instr::Unary { dst: 1, f: FUnary::Op(UnaryOp::Sigmoid), a: 0 }, // out 0, read below
+            Instr::Unary { dst: 2, f: FUnary::Op(UnaryOp::Tanh), a: 0 },
+            Instr::Binary { dst: 2, f: FBinary::Op(Mul), a: 2, b: 1 }, // out 1: its last writer
+            Instr::Binary { dst: 3, f: FBinary::Op(Add), a: 1, b: 2 }, // out 2, reads 1 and 2
+            Instr::Binary { dst: 0, f: FBinary::Op(Mul), a: 3, b: 1 }, // out 3, reads 3 and 1
+        ],
+        num_regs: 4,
+        outputs: vec![1, 2, 3, 0],
+    };
+    let want = |x: f32| {
+        let s = crate::simd_math::sigmoid_lane(x);
+        let t = crate::simd_math::tanh_lane(x) * s;
+        let u = s + t;
+        [s, t, u, u * s]
+    };
+    for n in [64, 513, 1500, 2048 + 7] {
+        let a: Vec<f32> = (0..n).map(|i| (i as f32 * 0.37).sin() * 3.0).collect();
+        let mut outs = vec![vec![f32::NAN; n]; 4];
+        let [o0, o1, o2, o3] = &mut outs[..] else { unreachable!() };
+        let input = [Input::Float(Src::new(&a, &[1], 0))];
+        run(
+            &prog,
+            &[n],
+            &input,
+            smallvec::smallvec![Output::Float(o0), Output::Float(o1), Output::Float(o2), Output::Float(o3)],
+        );
+        for (i, &x) in a.iter().enumerate() {
+            let w = want(x);
+            for k in 0..4 {
+                assert_eq!(outs[k][i].to_bits(), w[k].to_bits(), "n {n}, output {k}, position {i}");
+            }
+        }
+        // The same with a sum of register 3 over the whole length, run in parts.
+        let mut outs2 = vec![vec![f32::NAN; n]; 4];
+        let [p0, p1, p2, p3] = &mut outs2[..] else { unreachable!() };
+        let mut total = [0.0f32];
+        let mut sums = [SumOut { reg: 3, strides: &[0], out: &mut total }];
+        run_summing(
+            &prog,
+            &[n],
+            &input,
+            smallvec::smallvec![Output::Float(p0), Output::Float(p1), Output::Float(p2), Output::Float(p3)],
+            &mut sums,
+            None,
+        );
+        assert_eq!(outs2, outs, "n {n}: summing run");
+    }
+}
