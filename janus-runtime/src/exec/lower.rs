@@ -55,6 +55,9 @@ impl ValRef {
     }
 }
 
+/// A loop output that no node reads (its step does not store it).
+pub(crate) const NO_NODE: usize = usize::MAX;
+
 /// What a step computes; operands and results are node indices (resolved to values at run).
 // The fused variant is the common and the largest one (its operands' strides inline): boxing
 // it would add a pointer chase to every run of every program.
@@ -118,6 +121,13 @@ pub(crate) enum StepKind {
         inputs: SmallVec<[usize; 4]>,
         out: usize,
     },
+    /// A loop node: its body runs per trip (`exec/loops.rs`); `outputs` are the node and its
+    /// projections, one per loop output ([`NO_NODE`] for an output without a projection).
+    Loop {
+        run: Arc<super::loops::LoopRun>,
+        inputs: SmallVec<[usize; 4]>,
+        outputs: SmallVec<[usize; 4]>,
+    },
     /// Part of an `unfold` (its rows `first..`) or a `fold` (its image planes `first..`) of
     /// the whole input `x`, into `out`, a flat range of the whole result: the CPU backend's
     /// halves of such a step (`exec/cpu/split.rs`).
@@ -158,7 +168,9 @@ impl StepKind {
     /// Operand nodes read.
     pub(crate) fn reads(&self) -> SmallVec<[usize; 4]> {
         match self {
-            StepKind::Fused { inputs, .. } | StepKind::Generic { inputs, .. } => inputs.clone(),
+            StepKind::Fused { inputs, .. }
+            | StepKind::Generic { inputs, .. }
+            | StepKind::Loop { inputs, .. } => inputs.clone(),
             StepKind::Cat { parts, .. } => parts.clone(),
             StepKind::MatMul { a, b, c, .. } => {
                 let mut r: SmallVec<[usize; 4]> = SmallVec::from_slice(&[*a, *b]);
@@ -182,6 +194,7 @@ impl StepKind {
                 w.extend(sums.iter().map(|s| s.out));
                 w
             }
+            StepKind::Loop { outputs, .. } => outputs.iter().copied().filter(|&o| o != NO_NODE).collect(),
             StepKind::MatMul { out, .. }
             | StepKind::Reduce { out, .. }
             | StepKind::Cat { out, .. }
@@ -308,18 +321,27 @@ pub(crate) fn lower_for(g: &Graph, fuse_sums: bool) -> Lowered {
                 }
                 own(i, shape)
             }
-            NodeOp::Project(_) => own(i, shape), // written by its fused step
-            NodeOp::Fused(p) => {
-                let mut outputs: SmallVec<[usize; 4]> = SmallVec::from_slice(&[i]);
+            NodeOp::Project(_) => own(i, shape), // written by its fused or loop step
+            NodeOp::Loop(spec) => {
+                // Per loop output, its node (`NO_NODE` for an output no node reads).
+                let mut outputs: SmallVec<[usize; 4]> = SmallVec::from_elem(NO_NODE, spec.out_types().len());
+                outputs[0] = i;
                 for (j, later) in g.nodes.iter().enumerate().skip(i + 1) {
-                    if matches!(later.op, NodeOp::Project(_)) && later.inputs[0].index() == i {
-                        outputs.push(j);
+                    if let NodeOp::Project(k) = later.op
+                        && later.inputs[0].index() == i
+                    {
+                        outputs[k] = j;
                     }
                 }
-                outputs[1..].sort_by_key(|&j| match g.nodes[j].op {
-                    NodeOp::Project(k) => k,
-                    _ => unreachable!(),
+                push(StepKind::Loop {
+                    run: Arc::new(super::loops::LoopRun::new(spec.clone())),
+                    inputs: node.inputs.iter().map(|a| a.index()).collect(),
+                    outputs,
                 });
+                own(i, shape)
+            }
+            NodeOp::Fused(p) => {
+                let outputs = projections(g, i);
                 let floats: SmallVec<[(usize, Reg); 4]> = (outputs.iter().zip(&p.outputs))
                     .zip(&p.program.outputs)
                     .filter(|((_, t), _)| t.dtype == p.dtype)
@@ -460,6 +482,22 @@ pub(crate) fn lower_for(g: &Graph, fuse_sums: bool) -> Lowered {
         }
     }
     l
+}
+
+/// Multi-output node `i` and its projections, in output order (output `k` at position `k`;
+/// an unused output has no projection, and the later ones move up).
+fn projections(g: &Graph, i: usize) -> SmallVec<[usize; 4]> {
+    let mut outputs: SmallVec<[usize; 4]> = SmallVec::from_slice(&[i]);
+    for (j, later) in g.nodes.iter().enumerate().skip(i + 1) {
+        if matches!(later.op, NodeOp::Project(_)) && later.inputs[0].index() == i {
+            outputs.push(j);
+        }
+    }
+    outputs[1..].sort_by_key(|&j| match g.nodes[j].op {
+        NodeOp::Project(k) => k,
+        _ => unreachable!(),
+    });
+    outputs
 }
 
 /// A fused step's float result, as a sum may find it.

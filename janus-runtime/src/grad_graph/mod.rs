@@ -9,6 +9,8 @@
 //! differentiable, so nothing flows through it; an [`Op::FreshLeaf`] is differentiable from
 //! nothing but is a gradient target itself, like an input that needs gradients.
 
+mod loops;
+
 use crate::autograd::{GradMeta, no_grad};
 use crate::graph::{Graph, GraphBuilder, Node, NodeId, NodeOp};
 use crate::ops::{Op, TensorType};
@@ -55,17 +57,12 @@ fn symbolic(ty: &TensorType, needs_grad: bool) -> Tensor {
 /// `needs` (one flag per graph input) and to the graph's fresh leaves.
 // Long by design: one reverse sweep whose bookkeeping (cotangents, residuals) is shared.
 pub fn derive(g: &Graph, needs: &[bool]) -> Derivative {
+    // Loops keep their residuals (new projections at the end: every node keeps its id).
+    let (g, loop_grads) = loops::augment(g, &activity(g, needs));
+    let g = &g;
     let n = g.nodes.len();
     // Which values depend differentiably on an input that needs gradients.
-    let mut active = vec![false; n];
-    for (i, node) in g.nodes.iter().enumerate() {
-        active[i] = match &node.op {
-            NodeOp::Input(k) => needs[*k] && node.ty.dtype.is_float(),
-            NodeOp::Op(Op::FreshLeaf) => node.ty.dtype.is_float(),
-            NodeOp::Op(op) => op.is_differentiable() && node.inputs.iter().any(|a| active[a.index()]),
-            _ => false,
-        };
-    }
+    let active = activity(g, needs);
     let diff_outputs: Vec<usize> = (0..g.outputs.len())
         .filter(|&k| active[g.outputs[k].index()] && g.node(g.outputs[k]).ty.dtype.is_float())
         .collect();
@@ -99,8 +96,35 @@ pub fn derive(g: &Graph, needs: &[bool]) -> Derivative {
             ct
         })
         .collect();
+    // Cotangents of loop outputs, gathered from their projections.
+    let mut loop_cts: HashMap<usize, Vec<Option<Tensor>>> = HashMap::new();
     no_grad(|| {
         for i in (0..n).rev() {
+            if let Some(lg) = loop_grads.get(&i) {
+                let mut cts = loop_cts.remove(&i).unwrap_or_default();
+                cts.resize(lg.orig_outputs(), None);
+                cts[0] = grads.remove(&i);
+                if cts.iter().all(Option::is_none) {
+                    continue;
+                }
+                let node = &g.nodes[i];
+                for (a, gin) in node.inputs.iter().zip(loops::vjp(lg, node, &cts)) {
+                    if let Some(gin) = gin
+                        && active[a.index()]
+                    {
+                        accumulate(&mut grads, a.index(), gin);
+                    }
+                }
+                continue;
+            }
+            if let NodeOp::Project(k) = g.nodes[i].op
+                && let Some(gout) = grads.remove(&i)
+            {
+                let cts = loop_cts.entry(g.nodes[i].inputs[0].index()).or_default();
+                cts.resize(cts.len().max(k + 1), None);
+                cts[k] = Some(gout);
+                continue;
+            }
             let NodeOp::Op(op) = &g.nodes[i].op else { continue };
             if *op == Op::FreshLeaf {
                 continue; // its gradient is a result, and nothing flows past it
@@ -169,20 +193,57 @@ pub fn derive(g: &Graph, needs: &[bool]) -> Derivative {
     d
 }
 
-/// The nodes `from` depends on through differentiable ops between active values.
+/// Per node of `g`: whether its value depends differentiably on an input flagged in `needs`
+/// (one flag per graph input) or on a fresh leaf.
+pub(crate) fn activity(g: &Graph, needs: &[bool]) -> Vec<bool> {
+    let mut active = vec![false; g.nodes.len()];
+    let mut loop_outs: HashMap<usize, Vec<bool>> = HashMap::new();
+    for (i, node) in g.nodes.iter().enumerate() {
+        active[i] = match &node.op {
+            NodeOp::Input(k) => needs[*k] && node.ty.dtype.is_float(),
+            NodeOp::Op(Op::FreshLeaf) => node.ty.dtype.is_float(),
+            NodeOp::Op(op) => op.is_differentiable() && node.inputs.iter().any(|a| active[a.index()]),
+            NodeOp::Loop(spec) => {
+                let operands: Vec<bool> = node.inputs.iter().map(|a| active[a.index()]).collect();
+                let outs = loops::activity(spec, &operands).1;
+                let first = outs[0];
+                loop_outs.insert(i, outs);
+                first
+            }
+            NodeOp::Project(k) => loop_outs.get(&node.inputs[0].index()).is_some_and(|o| o[*k]),
+            _ => false,
+        };
+    }
+    active
+}
+
+/// The nodes `from` depends on through differentiable ops between active values (through a
+/// loop, on the operands its output depends on).
 fn differentiable_ancestors(g: &Graph, active: &[bool], from: NodeId) -> Vec<bool> {
     let mut seen = vec![false; g.nodes.len()];
     let mut stack = vec![from.index()];
     seen[from.index()] = true;
+    let loop_deps = |l: usize, output: usize| -> Vec<bool> {
+        let NodeOp::Loop(spec) = &g.nodes[l].op else { unreachable!("a loop node") };
+        let operands: Vec<bool> = g.nodes[l].inputs.iter().map(|a| active[a.index()]).collect();
+        let needs = loops::activity(spec, &operands).0;
+        loops::deps(spec, &needs).swap_remove(output)
+    };
     while let Some(i) = stack.pop() {
-        if let NodeOp::Op(op) = &g.nodes[i].op
-            && op.is_differentiable()
-        {
-            for a in &g.nodes[i].inputs {
-                if active[a.index()] && !seen[a.index()] {
-                    seen[a.index()] = true;
-                    stack.push(a.index());
-                }
+        let node = &g.nodes[i];
+        let (l, reads): (usize, Vec<bool>) = match &node.op {
+            NodeOp::Op(op) if op.is_differentiable() => (i, vec![true; node.inputs.len()]),
+            NodeOp::Loop(_) => (i, loop_deps(i, 0)),
+            NodeOp::Project(k) if matches!(g.nodes[node.inputs[0].index()].op, NodeOp::Loop(_)) => {
+                let l = node.inputs[0].index();
+                (l, loop_deps(l, *k))
+            }
+            _ => continue,
+        };
+        for (a, _) in g.nodes[l].inputs.iter().zip(reads).filter(|(_, r)| *r) {
+            if active[a.index()] && !seen[a.index()] {
+                seen[a.index()] = true;
+                stack.push(a.index());
             }
         }
     }

@@ -17,6 +17,7 @@ pub(crate) fn describe(op: &NodeOp) -> String {
         NodeOp::Fused(p) => format!("fused {}", p.describe()),
         NodeOp::Project(k) => format!("project {k}"),
         NodeOp::MatMulAdd => "matmul_add".into(),
+        NodeOp::Loop(l) => format!("loop {}", super::loops::describe(l)),
         NodeOp::Op(op) => {
             let name = op.name();
             let dbg = match op {
@@ -66,6 +67,16 @@ impl fmt::Display for Graph {
         writeln!(f, "  return ({})", outs.join(", "))?;
         if let Some(r) = self.rng {
             writeln!(f, "  # random stream: input #{}, {} blocks per run", r.input, r.blocks)?;
+        }
+        // Loop bodies after the graph, so that node i stays on line i + 1 (the verifier's
+        // context relies on it).
+        for (i, n) in self.nodes.iter().enumerate() {
+            if let NodeOp::Loop(l) = &n.op {
+                writeln!(f, "  # body of loop %{i}:")?;
+                for line in l.body.to_string().lines() {
+                    writeln!(f, "  #   {line}")?;
+                }
+            }
         }
         f.write_str("}")
     }

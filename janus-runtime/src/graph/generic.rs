@@ -95,7 +95,7 @@ impl Template {
             return Err("draws random numbers (stream offsets depend on sizes)".into());
         }
         let erased: Vec<(Graph, Vec<usize>, Vec<u64>)> = graphs.iter().map(|g| erase(g)).collect();
-        if let Some(i) = (1..erased.len()).find(|&i| !same_structure(&erased[0].0, &erased[i].0)) {
+        if let Some(i) = (1..erased.len()).find(|&i| !super::loops::same_graph(&erased[0].0, &erased[i].0)) {
             return Err(format!("the graph at sample {i} differs in more than its sizes"));
         }
         let monos = monomials(symbols[0].len());
@@ -157,14 +157,6 @@ fn erase(g: &Graph) -> (Graph, Vec<usize>, Vec<u64>) {
     (g, sizes, floats)
 }
 
-fn same_structure(a: &Graph, b: &Graph) -> bool {
-    a.inputs == b.inputs
-        && a.outputs == b.outputs
-        && a.rng == b.rng
-        && a.nodes.len() == b.nodes.len()
-        && a.nodes.iter().zip(&b.nodes).all(|(x, y)| x.op == y.op && x.inputs == y.inputs && x.ty == y.ty)
-}
-
 /// Visits every slot of `g` in a fixed order.
 fn walk(g: &mut Graph, f: &mut dyn FnMut(Slot<'_>)) {
     for i in &mut g.inputs {
@@ -194,6 +186,11 @@ fn walk(g: &mut Graph, f: &mut dyn FnMut(Slot<'_>)) {
                         | Instr::Select { .. } => {}
                     }
                 }
+            }
+            NodeOp::Loop(l) => {
+                let l = Arc::make_mut(l);
+                f(Slot::Size(&mut l.trips));
+                walk(&mut l.body, f);
             }
             NodeOp::Input(_) | NodeOp::RngState { .. } | NodeOp::Project(_) | NodeOp::MatMulAdd => {}
         }
@@ -449,7 +446,7 @@ mod tests {
         let t = Template::fit(&[&a, &b], &[vec![4, 6], vec![8, 10]]).unwrap();
         let c = t.instantiate(&[5, 7]).unwrap();
         let want = graph(5, 7);
-        assert!(same_structure(&erase(&c).0, &erase(&want).0));
+        assert!(super::super::loops::same_graph(&erase(&c).0, &erase(&want).0));
         assert_eq!(sizes_of(&c), sizes_of(&want));
         assert_eq!(erase(&c).2, erase(&want).2, "the mean's 1/n is recomputed bit for bit");
     }

@@ -6,6 +6,7 @@ pub(crate) mod dump;
 mod export;
 pub mod fused;
 pub mod generic;
+pub mod loops;
 mod verify;
 
 pub use verify::verify;
@@ -45,6 +46,8 @@ pub enum NodeOp {
     /// `a @ b + c` with `c` broadcast to the product's shape (made by the epilogue pass): the
     /// GEMM accumulates into `c`'s values instead of a separate add.
     MatMulAdd,
+    /// A rolled loop (see [`loops`]); its value is its output 0.
+    Loop(Arc<loops::LoopSpec>),
 }
 
 impl NodeOp {
@@ -57,6 +60,7 @@ impl NodeOp {
             NodeOp::Fused(_) => "fused",
             NodeOp::Project(_) => "project",
             NodeOp::MatMulAdd => "matmul_add",
+            NodeOp::Loop(_) => "loop",
         }
     }
 
@@ -169,6 +173,11 @@ impl Graph {
             return Some(GraphDiff { node, span: None, constant_only: false });
         }
         None
+    }
+
+    /// A graph with no inputs, nodes or outputs.
+    pub fn empty() -> Graph {
+        Graph { nodes: Vec::new(), inputs: Vec::new(), outputs: Vec::new(), rng: None }
     }
 
     /// A builder holding a copy of this graph (node ids unchanged).

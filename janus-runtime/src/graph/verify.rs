@@ -73,10 +73,16 @@ pub fn verify(g: &Graph) -> Result<(), String> {
                     );
                 }
             }
+            NodeOp::Loop(spec) => {
+                if let Err(why) = spec.check(n, g) {
+                    return fail(why);
+                }
+            }
             NodeOp::Project(k) => {
                 let ok = n.inputs.len() == 1
                     && match &g.node(n.inputs[0]).op {
                         NodeOp::Fused(p) => *k >= 1 && *k < p.outputs.len() && p.outputs[*k] == n.ty,
+                        NodeOp::Loop(l) => *k >= 1 && l.out_types().get(*k) == Some(&n.ty),
                         _ => false,
                     };
                 if !ok {

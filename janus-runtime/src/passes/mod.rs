@@ -9,6 +9,7 @@ mod epilogue;
 mod fold;
 mod fuse;
 mod layout;
+mod loops;
 mod simplify;
 
 use crate::graph::{Graph, GraphBuilder, Node, NodeId, NodeOp};
@@ -40,6 +41,7 @@ pub type Pass = fn(Graph, &mut PassStats) -> Graph;
 /// The passes, in order.
 pub fn default_pipeline() -> Vec<(&'static str, Pass)> {
     vec![
+        ("loops", loops::run),       // loop bodies -> this pipeline, each
         ("simplify", simplify::run), // identities, view chains, pad-sums -> cat
         ("fold", fold::run),         // constant subgraphs -> constants
         ("cse", cse::run),           // identical nodes -> one

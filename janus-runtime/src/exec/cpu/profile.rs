@@ -29,6 +29,7 @@ pub(crate) fn label(l: &Lowered, step: &Step) -> String {
         StepKind::WindowPart { op, x, out, first } => {
             format!("{} part from {first}: {} -> {}", op.name(), shape(*x), shape(*out))
         }
+        StepKind::Loop { run, .. } => format!("loop {}", crate::graph::loops::describe(&run.spec)),
         StepKind::Generic { op, inputs, out } => {
             let ins: Vec<String> = inputs.iter().map(|&i| shape(i)).collect();
             format!("{} {} -> {}", op.name(), ins.join(" "), shape(*out))

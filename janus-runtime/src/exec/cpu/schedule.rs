@@ -76,7 +76,11 @@ const PARALLEL_MIN_COST: u64 = 1_000_000;
 /// Whether a program is large enough for two workers to pay, on a machine with two threads.
 /// (`JANUS_PARALLEL=force`: whatever its size.)
 pub(crate) fn may_use_two_workers(l: &Lowered) -> bool {
+    // A loop step's body runs its own plan per trip, which may use both workers itself: the
+    // helper thread must be free for it, not busy waiting on this plan's other steps.
+    let has_loop = l.steps.iter().any(|s| matches!(s.kind, StepKind::Loop { .. }));
     rayon::current_num_threads() >= 2
+        && !has_loop
         && (crate::config::config().force_parallel
             || l.steps.iter().map(|s| cost(l, &s.kind)).sum::<u64>() >= PARALLEL_MIN_COST)
 }

@@ -3,7 +3,7 @@
 
 use super::frame::Frame;
 use crate::DType;
-use crate::exec::lower::{ReduceKind, Step, StepKind, ValRef};
+use crate::exec::lower::{NO_NODE, ReduceKind, Step, StepKind, ValRef};
 use crate::ops::TensorType;
 use crate::shape::Strides;
 use janus_kernels::fused::{Input, Output, SumOut};
@@ -176,6 +176,33 @@ pub(crate) fn run_step<'a>(step: &Step, vals: &'a [Option<ValRef>], f: &Frame<'a
             }
         }
         StepKind::WindowPart { op, x, out, first } => window_part(op, val(*x), val(*out), *first, f),
+        StepKind::Loop { run, inputs, outputs } => {
+            let args: Vec<crate::Tensor> = inputs.iter().map(|&i| f.tensor(val(i))).collect();
+            let s = &run.spec;
+            let finals = run.run(&args, |t, outs| {
+                for (m, &j) in s.stacked.iter().enumerate() {
+                    if outputs[s.finals + m] == NO_NODE {
+                        continue;
+                    }
+                    let vo = val(outputs[s.finals + m]);
+                    let n = outs[j].numel();
+                    with_any_type!(vo.dtype, T => {
+                        // SAFETY: the loop's results are disjoint from its operands (plan), and
+                        // this slice is written once, here.
+                        let dst = unsafe { f.dst::<T>(vo) };
+                        copy(outs[j].shape_ref(), outs[j].src::<T>(), &mut dst[t * n..(t + 1) * n]);
+                    })
+                }
+            });
+            for (t, &o) in finals.iter().zip(outputs.iter()).filter(|(_, o)| **o != NO_NODE) {
+                let vo = val(o);
+                with_any_type!(vo.dtype, T => {
+                    // SAFETY: as above.
+                    let dst = unsafe { f.dst::<T>(vo) };
+                    copy(&vo.shape, t.src::<T>(), dst);
+                })
+            }
+        }
         StepKind::Generic { op, inputs, out } if direct_step(op, inputs, *out, vals, f) => {}
         StepKind::Generic { op, inputs, out } => {
             let args: Vec<crate::Tensor> = inputs.iter().map(|&i| f.tensor(val(i))).collect();

@@ -320,6 +320,7 @@ impl CudaPlan {
                     self.generic(b, op, inputs.iter().map(|&i| val(i)).collect(), val(*out))?
                 }
                 StepKind::WindowPart { .. } => unreachable!("only the CPU backend splits steps"),
+                StepKind::Loop { .. } => unreachable!("loop nodes are rolled from CPU recordings only"),
             }
         }
         Ok(())
