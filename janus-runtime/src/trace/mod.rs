@@ -23,6 +23,10 @@
 //! Eager mode attaching history to a value the graph finds not differentiable cannot be
 //! reproduced, and makes the recording unusable.
 
+mod roll;
+
+pub(crate) use roll::{Trip, roll};
+
 use crate::graph::{Graph, GraphBuilder, Node, NodeId, NodeOp};
 use crate::ops::{Op, TensorType};
 use crate::tensor::Tensor;
@@ -157,6 +161,10 @@ pub struct Recording {
     /// if they did: a size that reached host code, which a shape-polymorphic graph cannot
     /// follow.
     shape_read: Option<&'static Location<'static>>,
+    /// Runs of inner blocks' statements (a staged loop's trips), for rolling (`roll.rs`).
+    trips: Vec<Trip>,
+    /// The trips that began and have not ended, innermost last.
+    open_trips: Vec<usize>,
 }
 
 impl Recording {
@@ -177,6 +185,8 @@ impl Recording {
             asserts: Vec::new(),
             path: Vec::new(),
             shape_read: None,
+            trips: Vec::new(),
+            open_trips: Vec::new(),
         }
     }
 
@@ -318,6 +328,32 @@ fn record_op(
     });
 }
 
+/// Called when the statements of an inner block (`site`) start inside the active recording,
+/// with its input leaves and their names: a trip, when the block is a staged loop's body.
+pub(crate) fn trip_begin(site: usize, leaves: &[Tensor], names: Vec<&'static str>) {
+    with_top(|r| {
+        // Each trip makes its own `Detach` nodes: a trip's body then reads only its inputs.
+        r.detached.clear();
+        let ins = leaves.iter().map(|t| r.node_of(t)).collect();
+        let depth = r.open_trips.len() as u32;
+        r.open_trips.push(r.trips.len());
+        r.trips.push(Trip { site, depth, start: r.builder.len(), end: None, ins, names, outs: Vec::new() });
+    });
+}
+
+/// Called when the inner block's statements of the innermost open trip end, with its outputs.
+pub(crate) fn trip_end(outs: &[&Tensor]) {
+    with_top(|r| {
+        r.detached.clear();
+        let Some(k) = r.open_trips.pop() else { return };
+        let outs = outs.iter().map(|t| r.node_of(t)).collect();
+        let end = r.builder.len();
+        let trip = &mut r.trips[k];
+        trip.end = Some(end);
+        trip.outs = outs;
+    });
+}
+
 /// Called when `new` is `of` with gradients stopped (`detach()`).
 fn record_detached(new: &Tensor, of: &Tensor) {
     with_top(|r| {
@@ -441,6 +477,8 @@ pub(crate) struct Finished {
     /// Whether the statements called `backward()` (what they computed then depends on which
     /// inputs need gradients).
     pub(crate) backward: bool,
+    /// The inner blocks' runs, in order of their start.
+    pub(crate) trips: Vec<Trip>,
 }
 
 pub use crate::recorder::Decision;
@@ -546,6 +584,7 @@ impl RecordingGuard {
             path: rec.path,
             shape_read: rec.shape_read,
             backward: !rec.backward_roots.is_empty(),
+            trips: rec.trips.into_iter().filter(|t| t.end.is_some()).collect(),
         })
     }
 
