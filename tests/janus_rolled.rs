@@ -1,7 +1,9 @@
-//! Loops whose trip count changes between calls run on the host, their body staged once (and
-//! generalised over sizes), instead of one unrolled graph per trip count; so do loops too long
-//! to unroll. Values and gradients equal eager mode's at every call.
+//! Loops whose trip count changes between calls, and loops too long to unroll, compile as loop
+//! nodes: the loop's body once, its trip count a size (calls of new lengths key their
+//! sequences stacked, so the length generalises like any dimension). Loops that do not roll
+//! run on the host, their body staged. Values and gradients equal eager mode's at every call.
 
+use janus::EagerKind;
 use janus::prelude::*;
 
 #[derive(Module, Clone)]
@@ -57,31 +59,33 @@ fn check(m: &Rnn, t: usize, b: usize, step: usize) {
     }
 }
 
+/// The stream of `(trip count, batch)` the first test runs.
+const STREAM: [(usize, usize); 17] = [
+    (5, 4),
+    (5, 4),
+    (5, 4),
+    (9, 4),
+    (3, 6),
+    (12, 5),
+    (7, 4),
+    (40, 9),
+    (5, 4),
+    (30, 2),
+    (11, 7),
+    (6, 3),
+    (14, 5),
+    (8, 8),
+    (20, 3),
+    (4, 4),
+    (17, 6),
+];
+
 #[test]
-fn a_loop_whose_trip_count_varies_runs_on_the_host_with_its_body_staged() {
+fn a_loop_whose_trip_count_varies_rolls_into_one_graph_for_every_length() {
     janus::set_self_check(false); // it would hide a wrong replay behind the eager result
     janus::manual_seed(5);
     let m = Rnn::new();
-    let stream = [
-        (5, 4),
-        (5, 4),
-        (5, 4),
-        (9, 4),
-        (3, 6),
-        (12, 5),
-        (7, 4),
-        (40, 9),
-        (5, 4),
-        (30, 2),
-        (11, 7),
-        (6, 3),
-        (14, 5),
-        (8, 8),
-        (20, 3),
-        (4, 4),
-        (17, 6),
-    ];
-    for (step, &(t, b)) in stream.iter().enumerate() {
+    for (step, &(t, b)) in STREAM.iter().enumerate() {
         check(&m, t, b, step);
     }
     let explain = janus::explain();
@@ -89,17 +93,51 @@ fn a_loop_whose_trip_count_varies_runs_on_the_host_with_its_body_staged() {
     let by_name =
         |n: &str| fs.iter().find(|f| f.name == n).unwrap_or_else(|| panic!("no {n}: {explain}")).clone();
     // T=5 compiles unrolled (the whole function); 9 and 3 record; from the fourth length on,
-    // the loop runs on the host.
-    assert_eq!(by_name("final_state#fn").compiles, 1, "{explain}");
-    assert_eq!(by_name("final_state#1").compiles, 0, "{explain}");
-    assert!(explain.contains("trip count keeps changing"), "{explain}");
-    // The body compiles at two batch sizes and makes instances of the rest; nothing compiles
-    // per trip count. The first step (the zero state `h0`, which needs no gradient) replays
-    // the later steps' graph (its key is subsumed by theirs) instead of compiling its own.
-    let body = by_name("final_state#0");
-    assert!(body.compiles <= 2, "{explain}");
-    assert!(body.instances >= 3, "{explain}");
-    assert!(body.hits > 100, "the body replays per trip: {explain}");
+    // calls key `xs` stacked and their loop rolls: two of them compile, and the graph
+    // generalises over the length and the batch; the rest are instances.
+    let whole = by_name("final_state#fn");
+    assert_eq!(whole.compiles, 3, "{explain}");
+    assert!(whole.instances >= 6, "{explain}");
+    assert!(explain.contains("xs.dims()[0] = s0"), "the length is a symbol: {explain}");
+    for f in &fs {
+        assert!(!f.eager_runs.contains_key(&EagerKind::Rolled), "nothing ran on the host: {explain}");
+    }
+}
+
+// `hs` grows by one state per trip: no two trips output alike, so the loop cannot roll.
+#[allow(clippy::needless_range_loop)]
+#[janus(min_ops = 1, speculate = false)]
+fn all_states(m: &Rnn, xs: &[Tensor], h0: &Tensor) -> Tensor {
+    let mut hs = vec![h0.clone()];
+    for t in 0..xs.len() {
+        hs.push((xs[t].matmul(&m.wx) + hs[t].matmul(&m.wh) + &m.b).tanh());
+    }
+    let refs: Vec<&Tensor> = hs.iter().collect();
+    Tensor::stack(&refs, 0).square().sum_all()
+}
+
+#[test]
+fn a_loop_that_does_not_roll_runs_on_the_host() {
+    janus::set_self_check(false);
+    janus::manual_seed(6);
+    let m = Rnn::new();
+    for (step, &(t, b)) in STREAM.iter().enumerate() {
+        let xs: Vec<Tensor> = (0..t).map(|_| Tensor::randn([b, 3])).collect();
+        let h0 = Tensor::zeros([b, 8]);
+        let got = all_states(&m, &xs, &h0);
+        let g = got.backward();
+        let want = janus::with_mode(Mode::Eager, || all_states(&m, &xs, &h0));
+        let w = want.backward();
+        close(&got, &want, &format!("step {step}: value"));
+        for p in [&m.wx, &m.wh, &m.b] {
+            close(g.get(p).unwrap(), w.get(p).unwrap(), &format!("step {step}: gradient"));
+        }
+    }
+    let explain = janus::explain();
+    let fs = frag("all_states");
+    let block = fs.iter().find(|f| f.name == "all_states#1").expect("the loop's block");
+    assert!(block.eager.keys().any(|why| why.contains("its loop did not roll")), "{explain}");
+    assert!(block.eager_runs[&EagerKind::Rolled] >= 8, "{explain}");
 }
 
 #[allow(clippy::needless_range_loop)]
@@ -113,18 +151,21 @@ fn long_sum(xs: &[Tensor]) -> Tensor {
 }
 
 #[test]
-fn a_loop_too_long_to_unroll_runs_on_the_host() {
+fn a_loop_too_long_to_unroll_compiles_rolled() {
     janus::set_self_check(false);
     let xs: Vec<Tensor> = (0..6000).map(|k| Tensor::ones([2]) * (k % 7) as f64 * 0.1).collect();
-    for _ in 0..3 {
+    for _ in 0..4 {
         let got = long_sum(&xs);
         let want = janus::with_mode(Mode::Eager, || long_sum(&xs));
         close(&got, &want, "6000 trips");
     }
     let explain = janus::explain();
-    assert!(explain.contains("loop too long to unroll"), "{explain}");
     let fs = frag("long_sum");
-    assert!(fs.iter().any(|f| f.hits > 1000), "the body replays per trip: {explain}");
+    let block = fs.iter().find(|f| f.name == "long_sum#1").expect("the loop's block");
+    assert_eq!((block.compiles, block.hits), (1, 2), "{explain}");
+    // One replay stands for the 5999 trips' ops (a multiply, an add and a tanh each).
+    assert!(block.staged_ops >= 3 * 5999, "{explain}");
+    assert!(!explain.contains("loop too long to unroll"), "{explain}");
 }
 
 #[allow(clippy::needless_range_loop)]
@@ -143,8 +184,9 @@ fn gradients_through_a_rolled_loop_match_finite_differences_in_f64() {
     janus::manual_seed(9);
     let wx = (Tensor::randn_dtype([3, 4], DType::F64) * 0.5).requires_grad();
     let wh = (Tensor::randn_dtype([4, 4], DType::F64) * 0.5).requires_grad();
-    // Five trip counts: from the fourth on, the loop runs on the host with its body staged.
-    for (k, t) in [3usize, 4, 5, 6, 7, 6, 8].into_iter().enumerate() {
+    // From the fourth trip count on, the loop rolls: two lengths compile, the rest replay
+    // instances of one graph.
+    for (k, t) in [3usize, 4, 5, 6, 7, 6, 8, 9, 10, 8].into_iter().enumerate() {
         let xs: Vec<Tensor> = (0..t).map(|_| Tensor::randn_dtype([2, 3], DType::F64)).collect();
         let g = rnn_loss_f64(&wx, &wh, &xs).backward();
         let f = |w: &[f64], which: usize| {
@@ -166,8 +208,8 @@ fn gradients_through_a_rolled_loop_match_finite_differences_in_f64() {
         }
     }
     let explain = janus::explain();
-    assert!(explain.contains("trip count keeps changing"), "{explain}");
-    let body =
-        frag("rnn_loss_f64").into_iter().find(|f| f.name == "rnn_loss_f64#0").expect("the body's block");
-    assert!(body.hits > 0, "the rolled calls replayed the body's graph: {explain}");
+    let block =
+        frag("rnn_loss_f64").into_iter().find(|f| f.name == "rnn_loss_f64#1").expect("the loop's block");
+    assert!(block.compiles <= 2 && block.instances >= 2, "{explain}");
+    assert!(block.hits >= 2, "the rolled calls replayed a loop graph: {explain}");
 }

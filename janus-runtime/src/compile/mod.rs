@@ -102,9 +102,16 @@ pub(crate) trait OpSink: Send + Sync + std::panic::RefUnwindSafe {
     fn backward(&self, ops: u64);
 }
 
-/// Ops of a graph that stand for eager op calls (not inputs, stream states or markers).
+/// Ops of a graph that stand for eager op calls (not inputs, stream states or markers; a
+/// loop's body ops once per trip).
 pub(crate) fn op_calls(g: &Graph) -> u64 {
-    g.nodes.iter().filter(|n| matches!(&n.op, NodeOp::Op(op) if !op.is_marker())).count() as u64
+    (g.nodes.iter())
+        .map(|n| match &n.op {
+            NodeOp::Op(op) if !op.is_marker() => 1,
+            NodeOp::Loop(l) => l.trips as u64 * op_calls(&l.body),
+            _ => 0,
+        })
+        .sum()
 }
 
 impl Compiled {

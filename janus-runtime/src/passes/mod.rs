@@ -4,7 +4,7 @@
 //! verification is on (debug builds, or [`set_verify_graphs`]).
 
 mod cse;
-mod dce;
+pub(crate) mod dce;
 mod epilogue;
 mod fold;
 mod fuse;

@@ -25,7 +25,9 @@
 
 mod roll;
 
-pub(crate) use roll::{Trip, roll};
+#[cfg(test)]
+pub(crate) use roll::roll;
+pub(crate) use roll::{Trip, roll_finished};
 
 use crate::graph::{Graph, GraphBuilder, Node, NodeId, NodeOp};
 use crate::ops::{Op, TensorType};
@@ -165,6 +167,8 @@ pub struct Recording {
     trips: Vec<Trip>,
     /// The trips that began and have not ended, innermost last.
     open_trips: Vec<usize>,
+    /// Whether an input is a stacked sequence (see `register_rows`).
+    stacked: bool,
 }
 
 impl Recording {
@@ -187,6 +191,7 @@ impl Recording {
             shape_read: None,
             trips: Vec::new(),
             open_trips: Vec::new(),
+            stacked: false,
         }
     }
 
@@ -337,7 +342,10 @@ pub(crate) fn trip_begin(site: usize, leaves: &[Tensor], names: Vec<&'static str
         let ins = leaves.iter().map(|t| r.node_of(t)).collect();
         let depth = r.open_trips.len() as u32;
         r.open_trips.push(r.trips.len());
-        r.trips.push(Trip { site, depth, start: r.builder.len(), end: None, ins, names, outs: Vec::new() });
+        let (start, path_start) = (r.builder.len(), r.path.len());
+        let trip =
+            Trip { site, depth, start, end: None, ins, names, outs: Vec::new(), path_start, path_end: 0 };
+        r.trips.push(trip);
     });
 }
 
@@ -347,10 +355,11 @@ pub(crate) fn trip_end(outs: &[&Tensor]) {
         r.detached.clear();
         let Some(k) = r.open_trips.pop() else { return };
         let outs = outs.iter().map(|t| r.node_of(t)).collect();
-        let end = r.builder.len();
+        let (end, path_end) = (r.builder.len(), r.path.len());
         let trip = &mut r.trips[k];
         trip.end = Some(end);
         trip.outs = outs;
+        trip.path_end = path_end;
     });
 }
 
@@ -479,6 +488,10 @@ pub(crate) struct Finished {
     pub(crate) backward: bool,
     /// The inner blocks' runs, in order of their start.
     pub(crate) trips: Vec<Trip>,
+    /// Whether an input is a stacked sequence whose rows the statements read.
+    pub(crate) stacked: bool,
+    /// Whether every value is on the CPU.
+    pub(crate) cpu: bool,
 }
 
 pub use crate::recorder::Decision;
@@ -537,6 +550,41 @@ impl RecordingGuard {
         });
     }
 
+    /// Makes each of `rows` row `t` of registered input `stacked` (a `narrow` of its first
+    /// dimension, squeezed): a sequence passed as one stacked input, whose elements the
+    /// statements read one by one.
+    pub fn register_rows(&self, stacked: &Tensor, rows: &[Tensor]) {
+        self.with(|r| {
+            let Some(src) = r.node_of(stacked) else { return };
+            r.stacked = true;
+            let active = r.is_active(src);
+            let ty = &r.builder.node(src).ty;
+            let (dtype, rest): (crate::DType, Vec<usize>) =
+                (ty.dtype, ty.shape.iter().skip(1).copied().collect());
+            for (t, row) in rows.iter().enumerate() {
+                let mut one = vec![1];
+                one.extend(&rest);
+                let narrow = Node {
+                    op: NodeOp::Op(Op::Narrow(crate::ops::Narrow { dim: 0, start: t, len: 1 })),
+                    inputs: smallvec![src],
+                    ty: TensorType { shape: one.into(), dtype },
+                    span: None,
+                };
+                let n = r.builder.push(narrow);
+                r.set_active(n, active);
+                let squeeze = Node {
+                    op: NodeOp::Op(Op::Reshape(crate::ops::Reshape { shape: rest.clone().into() })),
+                    inputs: smallvec![n],
+                    ty: TensorType { shape: rest.clone().into(), dtype },
+                    span: None,
+                };
+                let m = r.builder.push(squeeze);
+                r.set_active(m, active);
+                r.bind(row, m);
+            }
+        });
+    }
+
     /// Marks the recording unusable (first reason wins).
     pub fn mark_unusable(&self, why: Unusable) {
         self.with(|r| r.mark(why));
@@ -585,6 +633,8 @@ impl RecordingGuard {
             shape_read: rec.shape_read,
             backward: !rec.backward_roots.is_empty(),
             trips: rec.trips.into_iter().filter(|t| t.end.is_some()).collect(),
+            stacked: rec.stacked,
+            cpu: rec.device.is_none_or(|d| d == crate::Device::Cpu),
         })
     }
 

@@ -36,12 +36,32 @@ pub(crate) struct Trip {
     pub(crate) names: Vec<&'static str>,
     /// The node of each output leaf when it ended.
     pub(crate) outs: Vec<Option<NodeId>>,
+    /// Its host decisions are `path_start..path_end` of the recording's path.
+    pub(crate) path_start: usize,
+    pub(crate) path_end: usize,
 }
 
 impl Trip {
     fn end(&self) -> usize {
         self.end.expect("only ended trips are kept")
     }
+}
+
+/// Rolls `f`'s loops (see [`roll`]); the decisions of the rolled trips leave its path (a
+/// staged loop's trips are implied by its trip count, which the loop now takes from its
+/// operands). Returns whether a loop rolled.
+pub(crate) fn roll_finished(f: &mut super::Finished, min_trips: usize) -> bool {
+    let Some((g, runs)) = roll_runs(&f.graph, &f.trips, min_trips) else { return false };
+    f.graph = g;
+    let mut keep = vec![true; f.path.len()];
+    for (start, end) in runs {
+        for t in f.trips.iter().filter(|t| t.start >= start && t.end() <= end) {
+            keep[t.path_start..t.path_end].iter_mut().for_each(|k| *k = false);
+        }
+    }
+    let mut k = keep.into_iter();
+    f.path.retain(|_| k.next().unwrap_or(true));
+    true
 }
 
 /// A run of trips rolled into a loop.
@@ -57,8 +77,17 @@ struct Rolled {
 }
 
 /// `g` with every run of at least `min_trips` agreeing trips rolled into a loop node, or `None`
-/// when no run rolled. Also returns the number of trips rolled.
+/// when no run rolled; and the number of trips rolled.
+#[cfg(test)]
 pub(crate) fn roll(g: &Graph, trips: &[Trip], min_trips: usize) -> Option<(Graph, usize)> {
+    let (g, _) = roll_runs(g, trips, min_trips)?;
+    let n =
+        g.nodes.iter().filter_map(|n| if let NodeOp::Loop(l) = &n.op { Some(l.trips) } else { None }).sum();
+    Some((g, n))
+}
+
+/// [`roll`], returning the node ranges (of `g`) the loops replaced.
+fn roll_runs(g: &Graph, trips: &[Trip], min_trips: usize) -> Option<(Graph, Vec<(usize, usize)>)> {
     // Runs of one depth at a time, outermost first: a loop inside a rolled loop's body stays
     // unrolled there, one inside a trip that did not roll may roll on its own.
     let mut runs: Vec<Rolled> = Vec::new();
@@ -86,8 +115,10 @@ pub(crate) fn roll(g: &Graph, trips: &[Trip], min_trips: usize) -> Option<(Graph
         return None;
     }
     runs.sort_by_key(|r| r.start);
-    let rolled = runs.iter().map(|r| r.spec.trips).sum();
-    Some((rebuild(g, runs), rolled))
+    let ranges = runs.iter().map(|r| (r.start, r.end)).collect();
+    // The loop reads whole values where the trips read their rows: those rows go.
+    let g = crate::passes::dce::run(rebuild(g, runs), &mut Default::default());
+    Some((g, ranges))
 }
 
 /// The body trip `t` recorded: its nodes, reading its input leaves as inputs (the used ones,
@@ -121,7 +152,9 @@ fn body_of(g: &Graph, t: &Trip) -> Option<(Graph, Vec<usize>)> {
         }
     }
     for (i, node) in g.nodes.iter().enumerate().take(end).skip(start) {
-        if matches!(node.op, NodeOp::Input(_) | NodeOp::RngState { .. }) || node.op == NodeOp::Op(Op::FreshLeaf) {
+        if matches!(node.op, NodeOp::Input(_) | NodeOp::RngState { .. })
+            || node.op == NodeOp::Op(Op::FreshLeaf)
+        {
             return None; // a new graph input, random numbers or a new gradient leaf: not a loop body
         }
         let inputs = node.inputs.iter().map(|a| map[&a.index()]).collect();
@@ -161,9 +194,8 @@ fn roll_run(g: &Graph, trips: &[Trip], min_trips: usize) -> Option<Rolled> {
         }
         // Carried: fed by the same output of the trip before, on every trip after the first.
         let from = run[0].outs.iter().position(|&o| o == Some(vals[1]));
-        let carried = from.is_some_and(|j| {
-            before(&vals[0]) && (1..run.len()).all(|t| run[t - 1].outs[j] == Some(vals[t]))
-        });
+        let carried = from
+            .is_some_and(|j| before(&vals[0]) && (1..run.len()).all(|t| run[t - 1].outs[j] == Some(vals[t])));
         if carried {
             ins.push(LoopIn::Carried { from: from.expect("checked") });
             operands.push(vec![vals[0]]);
@@ -330,7 +362,11 @@ mod tests {
     }
 
     fn run(g: &Graph, inputs: &[Tensor]) -> Vec<Vec<f32>> {
-        Executor::compile(crate::passes::optimize(g.clone()).0).run(inputs).iter().map(|t| t.to_vec()).collect()
+        Executor::compile(crate::passes::optimize(g.clone()).0)
+            .run(inputs)
+            .iter()
+            .map(|t| t.to_vec())
+            .collect()
     }
 
     fn loops(g: &Graph) -> Vec<&LoopSpec> {
@@ -349,7 +385,10 @@ mod tests {
         assert_eq!(n, 6);
         let l = loops(&rolled);
         assert_eq!(l.len(), 1);
-        assert_eq!(l[0].ins, [LoopIn::Sliced, LoopIn::Carried { from: 0 }, LoopIn::Invariant, LoopIn::Carried { from: 1 }]);
+        assert_eq!(
+            l[0].ins,
+            [LoopIn::Sliced, LoopIn::Carried { from: 0 }, LoopIn::Invariant, LoopIn::Carried { from: 1 }]
+        );
         assert!(rolled.op_count() < g.op_count() / 2, "{} vs {} ops", rolled.op_count(), g.op_count());
         let mut inputs = vec![h0, w];
         inputs.extend(xs);

@@ -8,7 +8,8 @@ pub(super) struct CheckRun {
     variant: Arc<Variant>,
     staged: Arc<Staged>,
     replayed: Vec<Tensor>,
-    /// The call's distinct input leaves and their names (for the gradient comparison).
+    /// The call's distinct input leaves and their names (for the gradient comparison; a
+    /// stacked sequence's elements, not the stack).
     inputs: Vec<(String, Tensor)>,
     policy: Policy,
     started: Instant,
@@ -52,7 +53,7 @@ impl Fragment {
         key: u64,
         variant: &Arc<Variant>,
         staged: &Arc<Staged>,
-        (distinct, names): (&[Tensor], Vec<String>),
+        (distinct, targets): (&[Tensor], Vec<(String, Tensor)>),
         policy: Policy,
     ) -> Enter {
         let started = Instant::now();
@@ -75,7 +76,7 @@ impl Fragment {
             variant: variant.clone(),
             staged: staged.clone(),
             replayed,
-            inputs: names.into_iter().zip(distinct.iter().cloned()).collect(),
+            inputs: targets,
             policy,
             started,
             _running: Checking::start(),

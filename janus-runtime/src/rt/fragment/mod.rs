@@ -35,6 +35,7 @@ mod checked;
 mod record;
 mod shapes;
 mod snapshot;
+mod stacked;
 mod upgrade;
 
 use checked::{CheckRun, Checking};
@@ -137,6 +138,9 @@ struct State {
     trips: Mutex<HashMap<u64, TripLengths>>,
     /// Compiles deferred because a compiled key subsumes the key (see `upgrade`).
     deferred: AtomicU64,
+    /// Why a recording of a call with stacked sequences did not roll, once one did not: such
+    /// calls then run on the host (see [`Fragment::rolled_call`]).
+    roll_failed: OnceLock<String>,
 }
 
 /// A trip class's sequence lengths that compiled unrolled, and whether its loops run on the
@@ -285,6 +289,8 @@ pub struct Scope {
 
 enum ScopeKind {
     Plain,
+    /// Statements recording into an enclosing recording: a trip (see `trace::trip_begin`).
+    Inline,
     /// The statements of a call whose loop rolled: blocks inside roll at their second length.
     Rolled(RollingGuard),
     Recording {
@@ -317,6 +323,7 @@ impl Fragment {
                 dims_note: Mutex::new(None),
                 trips: Mutex::new(HashMap::new()),
                 deferred: AtomicU64::new(0),
+                roll_failed: OnceLock::new(),
             }
         })
     }
@@ -353,7 +360,14 @@ impl Fragment {
             return plain("mode eager", EagerKind::ModeEager);
         }
         if trace::is_recording() {
-            return plain(super::stats::INLINE, EagerKind::Recorded);
+            // Its statements record into the enclosing recording: one trip, should the block
+            // be a staged loop's body (`trace::roll`).
+            let inputs = probes();
+            let leaves: Vec<Tensor> = inputs.iter().flat_map(|p| p.leaves.iter().cloned()).collect();
+            let names = inputs.iter().flat_map(|p| std::iter::repeat_n(p.name, p.leaves.len())).collect();
+            trace::trip_begin(self as *const Fragment as usize, &leaves, names);
+            st.counters.eager(EagerKind::Recorded, super::stats::INLINE);
+            return Enter::Body(self.scope(ScopeKind::Inline, EagerKind::Recorded));
         }
         if Checking::active() {
             return plain("checked as part of an enclosing block", EagerKind::Checked);
@@ -372,34 +386,52 @@ impl Fragment {
             let _ = st.opaque_input.set((instance, why.clone()));
             return plain(&why, EagerKind::Opaque);
         }
-        let leaves = key::gather_leaves(&inputs);
+        self.dispatch(st, &inputs, instance, mode, &[])
+    }
+
+    /// [`Fragment::enter`] once the inputs are probed; `rows` are the elements of the
+    /// sequences stacked in `inputs` (see `stacked`), if any.
+    #[inline(always)] // the hit path
+    fn dispatch(
+        &'static self,
+        st: &'static State,
+        inputs: &[Probed],
+        instance: Instance,
+        mode: Mode,
+        rows: &[(usize, Vec<Tensor>)],
+    ) -> Enter {
+        let plain = |reason: &str, kind: EagerKind| {
+            st.counters.eager(kind, reason);
+            Enter::Body(self.scope(ScopeKind::Plain, kind))
+        };
+        let leaves = key::gather_leaves(inputs);
         let firsts = key::first_occurrences(&leaves);
-        let key = key::build(&inputs, (&leaves, &firsts), instance, mode);
+        let key = key::build(inputs, (&leaves, &firsts), instance, mode);
         let fp = key.fingerprint();
         let variant = match self.lookup(st, fp, &key) {
             Some(v) if v.staged.get().is_none() && v.unstageable.get().is_none() => {
                 // Still profiling: an instance of a generic variant made meanwhile serves it.
-                (self.instance_for(st, fp, &key, &leaves, &inputs))
-                    .or_else(|| self.upgraded(st, fp, &key, &leaves, &inputs))
+                (self.instance_for(st, fp, &key, &leaves, inputs))
+                    .or_else(|| self.upgraded(st, fp, &key, &leaves, inputs))
                     .unwrap_or(v)
             }
             Some(v) => {
                 key::recycle(key);
                 v
             }
-            None if self.site.has_loop
+            None if rows.is_empty()
+                && self.site.has_loop
                 && self.site.dynamic_dims
-                && self.rolled(st, &inputs, instance, mode) =>
+                && self.rolled(st, inputs, instance, mode) =>
             {
                 key::recycle(key);
-                st.counters.eager(EagerKind::Rolled, ROLLED);
-                return Enter::Body(self.scope(ScopeKind::Rolled(RollingGuard::enter()), EagerKind::Rolled));
+                return self.rolled_call(st, inputs, instance, mode);
             }
-            None => match (self.instance_for(st, fp, &key, &leaves, &inputs))
-                .or_else(|| self.upgraded(st, fp, &key, &leaves, &inputs))
+            None => match (self.instance_for(st, fp, &key, &leaves, inputs))
+                .or_else(|| self.upgraded(st, fp, &key, &leaves, inputs))
             {
                 Some(v) => v,
-                None => match self.insert(st, fp, key, &inputs, &leaves) {
+                None => match self.insert(st, fp, key, inputs, &leaves) {
                     Ok(v) => v,
                     Err(why) => return plain(&why, EagerKind::VariantLimit),
                 },
@@ -414,8 +446,12 @@ impl Fragment {
             }
             let distinct = key::distinct(leaves, &firsts);
             if let Some(policy) = check::due(mode, n) {
-                let names = check::leaf_names(&inputs, &firsts);
-                return self.start_check(st, fp, &variant, staged, (&distinct, names), policy);
+                let targets = if rows.is_empty() {
+                    check::leaf_names(inputs, &firsts).into_iter().zip(distinct.iter().cloned()).collect()
+                } else {
+                    stacked::row_targets(inputs, rows)
+                };
+                return self.start_check(st, fp, &variant, staged, (&distinct, targets), policy);
             }
             let sink: &'static Counters = &st.counters;
             let pos = (!staged.asserts.is_empty()).then(crate::random::stream_position);
@@ -456,12 +492,39 @@ impl Fragment {
         for (k, t) in leaves.iter().enumerate() {
             guard.register_input(t, names.get(k).copied().unwrap_or("grads"));
         }
+        for (k, elements) in rows {
+            guard.register_rows(&leaves[*k], elements);
+        }
         Enter::Body(
             self.scope(
                 ScopeKind::Recording { variant, guard, leaves: leaves.into_vec() },
                 EagerKind::Recorded,
             ),
         )
+    }
+
+    /// A call whose trip count keeps changing (see [`Fragment::rolled`]): keyed with its
+    /// sequences stacked, so that its loop rolls into one graph over all lengths (`stacked`);
+    /// or, where they do not stack or a loop did not roll, its statements run, the loop's
+    /// body staged on its own.
+    #[inline(never)]
+    fn rolled_call(
+        &'static self,
+        st: &'static State,
+        inputs: &[Probed],
+        instance: Instance,
+        mode: Mode,
+    ) -> Enter {
+        match st.roll_failed.get() {
+            None => {
+                if let Some(s) = stacked::stack_sequences(inputs) {
+                    return self.dispatch(st, &s.inputs, instance, mode, &s.rows);
+                }
+                st.counters.eager(EagerKind::Rolled, ROLLED);
+            }
+            Some(why) => st.counters.eager(EagerKind::Rolled, &format!("{ROLLED} ({why})")),
+        }
+        Enter::Body(self.scope(ScopeKind::Rolled(RollingGuard::enter()), EagerKind::Rolled))
     }
 
     #[inline(never)] // off the hit path
@@ -552,6 +615,10 @@ impl Scope {
         let st = frag.state();
         match kind {
             ScopeKind::Plain | ScopeKind::Rolled(_) => {}
+            ScopeKind::Inline => {
+                let outs: Vec<&Tensor> = outputs.iter().flat_map(|p| p.leaves.iter()).collect();
+                trace::trip_end(&outs);
+            }
             ScopeKind::Recording { variant, guard, leaves } => {
                 if let Some(p) = outputs.iter().find(|p| p.opaque.is_some()) {
                     let why = format!("output `{}` cannot be rebuilt: {}", p.name, p.opaque.unwrap());
@@ -571,7 +638,10 @@ impl Scope {
                 }
                 let consts = outputs.iter().flat_map(|p| p.consts.iter().copied()).collect();
                 match guard.finish_speculative(&outs) {
-                    Ok(f) => {
+                    Ok(mut f) => {
+                        if let Err(why) = frag.roll(st, &mut f) {
+                            return frag.unstageable(&variant, why);
+                        }
                         let first = kinds.len();
                         kinds.extend((0..f.asserts.len()).map(|k| OutKind {
                             leaf: false,
