@@ -581,6 +581,9 @@ impl RecordingGuard {
                 let m = r.builder.push(squeeze);
                 r.set_active(m, active);
                 r.bind(row, m);
+                // A replay cannot hand back an element itself (it has only the stack): a row
+                // output makes the recording unusable, as an input's other handle does.
+                r.input_ids.insert(m, u64::MAX);
             }
         });
     }
