@@ -515,7 +515,11 @@ impl Fragment {
         instance: Instance,
         mode: Mode,
     ) -> Enter {
+        // Past the variant limit no new key compiles: the loop runs on the host, its body
+        // staged.
+        let full = st.keys.load(Ordering::Relaxed) >= self.site.max_variants as u64;
         match st.roll_failed.get() {
+            None if full => st.counters.eager(EagerKind::Rolled, ROLLED),
             None => {
                 if let Some(s) = stacked::stack_sequences(inputs) {
                     return self.dispatch(st, &s.inputs, instance, mode, &s.rows);
