@@ -76,13 +76,18 @@ const PARALLEL_MIN_COST: u64 = 1_000_000;
 /// Whether a program is large enough for two workers to pay, on a machine with two threads.
 /// (`JANUS_PARALLEL=force`: whatever its size.)
 pub(crate) fn may_use_two_workers(l: &Lowered) -> bool {
-    // A loop step's body runs its own plan per trip, which may use both workers itself: the
-    // helper thread must be free for it, not busy waiting on this plan's other steps.
-    let has_loop = l.steps.iter().any(|s| matches!(s.kind, StepKind::Loop { .. }));
     rayon::current_num_threads() >= 2
-        && !has_loop
+        && !has_loop(l)
         && (crate::config::config().force_parallel
             || l.steps.iter().map(|s| cost(l, &s.kind)).sum::<u64>() >= PARALLEL_MIN_COST)
+}
+
+/// Whether a program runs a loop step. Such a program runs on the calling thread (also under
+/// `JANUS_PARALLEL=force`): the loop's body runs its own plan per trip, which may use the
+/// helper thread itself, so the helper must not be busy with this program's other worker
+/// (a body plan posting to the helper while the outer program's job held it deadlocked).
+fn has_loop(l: &Lowered) -> bool {
+    l.steps.iter().any(|s| matches!(s.kind, StepKind::Loop { .. }))
 }
 
 pub(crate) fn build(l: &Lowered) -> Schedule {
@@ -126,6 +131,7 @@ pub(crate) fn build(l: &Lowered) -> Schedule {
         // Only when the work is large and the critical path leaves a tenth of it to overlap;
         // the tuner then measures whether two workers beat the calling thread.
         parallel: rayon::current_num_threads() >= 2
+            && !has_loop(l)
             && (crate::config::config().force_parallel
                 || (total >= PARALLEL_MIN_COST && critical * 10 <= total * 9)),
     }
