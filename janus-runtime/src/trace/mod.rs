@@ -553,10 +553,16 @@ impl RecordingGuard {
     /// Makes each of `rows` row `t` of registered input `stacked` (a `narrow` of its first
     /// dimension, squeezed): a sequence passed as one stacked input, whose elements the
     /// statements read one by one.
+    #[track_caller]
     pub fn register_rows(&self, stacked: &Tensor, rows: &[Tensor]) {
+        let at = Location::caller();
         self.with(|r| {
             let Some(src) = r.node_of(stacked) else { return };
             r.stacked = true;
+            // The statements read the sequence's length on the host (`xs.len()`), which a
+            // shape-polymorphic graph cannot follow: as for a size read, every new length is
+            // validated by a recording.
+            r.shape_read.get_or_insert(at);
             let active = r.is_active(src);
             let ty = &r.builder.node(src).ty;
             let (dtype, rest): (crate::DType, Vec<usize>) =

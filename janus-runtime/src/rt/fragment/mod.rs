@@ -75,6 +75,13 @@ impl Drop for RollingGuard {
 /// Why a call's loop ran on the host.
 const ROLLED: &str = "trip count keeps changing: the loop runs on the host, its body staged";
 
+/// Why a call whose rolled loop would need a recording to validate its sizes ran on the host.
+const SEEN_ONCE: &str =
+    "sizes seen once: the loop runs on the host, its body staged (a second call validates them)";
+
+/// Keys of stacked calls seen once, per fragment (see [`Fragment::first_sighting`]).
+const SIGHTINGS: usize = 1024;
+
 /// Below this many elements per op, a block of fewer than `min_ops` ops runs eagerly.
 const SMALL_ELEMS: usize = 4096;
 
@@ -141,6 +148,8 @@ struct State {
     /// Why a recording of a call with stacked sequences did not roll, once one did not: such
     /// calls then run on the host (see [`Fragment::rolled_call`]).
     roll_failed: OnceLock<String>,
+    /// Fingerprints of stacked keys seen once, newest last (see [`Fragment::first_sighting`]).
+    sighted: Mutex<VecDeque<u64>>,
 }
 
 /// A trip class's sequence lengths that compiled unrolled, and whether its loops run on the
@@ -324,6 +333,7 @@ impl Fragment {
                 trips: Mutex::new(HashMap::new()),
                 deferred: AtomicU64::new(0),
                 roll_failed: OnceLock::new(),
+                sighted: Mutex::new(VecDeque::new()),
             }
         })
     }
@@ -431,6 +441,13 @@ impl Fragment {
                 .or_else(|| self.upgraded(st, fp, &key, &leaves, inputs))
             {
                 Some(v) => v,
+                None if !rows.is_empty() && self.first_sighting(st, fp, &key, &leaves) => {
+                    key::recycle(key);
+                    st.counters.eager(EagerKind::Rolled, SEEN_ONCE);
+                    return Enter::Body(
+                        self.scope(ScopeKind::Rolled(RollingGuard::enter()), EagerKind::Rolled),
+                    );
+                }
                 None => match self.insert(st, fp, key, inputs, &leaves) {
                     Ok(v) => v,
                     Err(why) => return plain(&why, EagerKind::VariantLimit),
@@ -529,6 +546,27 @@ impl Fragment {
             Some(why) => st.counters.eager(EagerKind::Rolled, &format!("{ROLLED} ({why})")),
         }
         Enter::Body(self.scope(ScopeKind::Rolled(RollingGuard::enter()), EagerKind::Rolled))
+    }
+
+    /// Whether a stacked call (keyed `key`, new) is the first of its sizes, and should run on
+    /// the host instead of recording. Its block generalised already, and an instance at new
+    /// sizes must be validated by a recording at them (a sequence's length, read on the host
+    /// as `xs.len()`, could have become anything). In a stream of ever new lengths that would
+    /// record (run eagerly) every call; on the host, the loop's body replays its own graph per
+    /// trip instead, and sizes that come back are validated and replay one graph.
+    fn first_sighting(&self, st: &State, fp: u64, key: &Key, leaves: &[Tensor]) -> bool {
+        if !st.generic.read().unwrap().contains_key(&key::erase_dims(key, leaves)) {
+            return false; // the first sizes record, to compile the samples of a fit
+        }
+        let mut seen = st.sighted.lock().unwrap();
+        if seen.contains(&fp) {
+            return false;
+        }
+        if seen.len() >= SIGHTINGS {
+            seen.pop_front();
+        }
+        seen.push_back(fp);
+        true
     }
 
     #[inline(never)] // off the hit path
