@@ -64,7 +64,7 @@ fn run(code: &Code, p: &Params, xs: &[Tensor], h0: &Tensor) -> Tensor {
         let (h2, c2, term) = step(code, &h, &c, p, &xs[t]);
         h = h2;
         c = c2;
-        total = total + term;
+        total += term;
     }
     total + (h.square() + c).mean_all()
 }

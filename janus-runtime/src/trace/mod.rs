@@ -25,8 +25,6 @@
 
 mod roll;
 
-#[cfg(test)]
-pub(crate) use roll::roll;
 pub(crate) use roll::{Trip, roll_finished};
 
 use crate::graph::{Graph, GraphBuilder, Node, NodeId, NodeOp};
