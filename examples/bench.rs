@@ -445,7 +445,7 @@ fn main() {
         rows.extend(bench_models::gan_step(repeats, 10 * scale));
     }
     if run(Workload::Unroll) {
-        bench_costs::unroll_cost(if quick { &[8, 32] } else { &[32, 256, 1024] });
+        bench_costs::unroll_cost(if quick { &[8, 32] } else { &[32, 256, 1024, 4096] });
         return;
     }
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
