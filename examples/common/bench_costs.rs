@@ -51,7 +51,11 @@ pub fn unroll_cost(lengths: &[usize]) {
         let compile = compiled() - before;
         let mut steady: Vec<f64> = (0..5).map(|_| timed(1e3, || step(&xs))).collect();
         let (e, j) = (median(&mut eager), median(&mut steady));
-        println!("| {t} | {e:.2} | {first:.1} | {:.1} | {j:.2} | {:.2}x | {compile:.1} |", first - 3.0 * e, e / j);
+        println!(
+            "| {t} | {e:.2} | {first:.1} | {:.1} | {j:.2} | {:.2}x | {compile:.1} |",
+            first - 3.0 * e,
+            e / j
+        );
     }
 }
 
