@@ -70,7 +70,7 @@ pub use device::Device;
 pub use error::{CheckpointError, DeviceError};
 pub use janus_kernels::{DType, Element};
 pub use module::Module;
-pub use profile::report as profile_report;
+pub use profile::{report as profile_report, reset as profile_reset};
 pub use random::{manual_seed, set_stream_position, stream_position};
 pub use rt::{
     EagerKind, FragmentStats, KeyStats, OpCounts, SAMPLE_PERIOD, Stats, explain, mode, reset_caches,

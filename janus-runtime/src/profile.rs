@@ -48,6 +48,11 @@ fn add(key: String, took: Duration) {
     e.1 += took;
 }
 
+/// Forgets the profile so far (to profile one phase of a program, after its warm-up).
+pub fn reset() {
+    *TOTALS.lock().unwrap() = None;
+}
+
 /// The profile so far, heaviest first (empty unless `JANUS_PROFILE=1`).
 pub fn report() -> String {
     let t = TOTALS.lock().unwrap();

@@ -120,15 +120,19 @@ impl Fragment {
     }
 }
 
-/// The most consecutive trips of one block at the outermost depth.
+/// The most consecutive trips of one block, at any depth (a whole function's loop is inside
+/// its loop block's trip).
 fn longest_run(trips: &[crate::trace::Trip]) -> usize {
-    let outer: Vec<&crate::trace::Trip> = trips.iter().filter(|t| t.depth == 0).collect();
     let mut best = 0;
-    let mut i = 0;
-    while i < outer.len() {
-        let j = (i + 1..outer.len()).find(|&j| outer[j].site != outer[i].site).unwrap_or(outer.len());
-        best = best.max(j - i);
-        i = j;
+    let depths = trips.iter().map(|t| t.depth).max().map_or(0, |d| d + 1);
+    for depth in 0..depths {
+        let level: Vec<&crate::trace::Trip> = trips.iter().filter(|t| t.depth == depth).collect();
+        let mut i = 0;
+        while i < level.len() {
+            let j = (i + 1..level.len()).find(|&j| level[j].site != level[i].site).unwrap_or(level.len());
+            best = best.max(j - i);
+            i = j;
+        }
     }
     best
 }
