@@ -8,7 +8,7 @@
 //! input, the value of an invariant one, and `[trips, ...]` stacked slices of a sliced one.
 //! Its outputs are the first [`LoopSpec::finals`] body outputs as the last trip left them,
 //! then one `[trips, ...]` stack per entry of [`LoopSpec::stacked`]: that body output on every
-//! trip. Output 0 is the node's own value, output `k >= 1` a [`NodeOp::Project`] of it.
+//! trip. Output 0 is the node's own value, output `k >= 1` a [`NodeOp::Project`](super::NodeOp::Project) of it.
 //!
 //! Derivation (`grad_graph`) turns a loop into a forward loop that also stacks the residuals
 //! its body's backward needs, and a backward loop over the trips in reverse.

@@ -33,54 +33,17 @@ use std::time::Instant;
 
 mod checked;
 mod record;
+mod rolling;
 mod shapes;
 mod snapshot;
-mod stacked;
+
+use rolling::{ROLL_NODES, RollingGuard, SEEN_ONCE};
 mod upgrade;
 
 use checked::{CheckRun, Checking};
 
 /// A recording larger than this (a staged loop with a huge trip count) is not compiled.
 const MAX_RECORDED_NODES: usize = 200_000;
-
-/// Recordings of a block with a loop larger than this are not compiled: the loop runs on the
-/// host, its body staged on its own. Unrolled, compiling costs time in proportion to the trip
-/// count (49 ms for the forward of a 1024-step small LSTM, 440 ms for its first three calls).
-const ROLL_NODES: usize = 16_384;
-
-/// Sequence lengths per trip class that compile unrolled; further lengths run on the host.
-const UNROLLED_LENGTHS: usize = 3;
-
-thread_local! {
-    /// Calls on this thread running their statements because their loop rolled.
-    static ROLLING: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
-}
-
-/// Marks a rolled call's statements as running (also when they panic).
-struct RollingGuard;
-
-impl RollingGuard {
-    fn enter() -> RollingGuard {
-        ROLLING.set(ROLLING.get() + 1);
-        RollingGuard
-    }
-}
-
-impl Drop for RollingGuard {
-    fn drop(&mut self) {
-        ROLLING.set(ROLLING.get() - 1);
-    }
-}
-
-/// Why a call's loop ran on the host.
-const ROLLED: &str = "trip count keeps changing: the loop runs on the host, its body staged";
-
-/// Why a call whose rolled loop would need a recording to validate its sizes ran on the host.
-const SEEN_ONCE: &str =
-    "sizes seen once: the loop runs on the host, its body staged (a second call validates them)";
-
-/// Keys of stacked calls seen once, per fragment (see [`Fragment::first_sighting`]).
-const SIGHTINGS: usize = 1024;
 
 /// Below this many elements per op, a block of fewer than `min_ops` ops runs eagerly.
 const SMALL_ELEMS: usize = 4096;
@@ -466,7 +429,7 @@ impl Fragment {
                 let targets = if rows.is_empty() {
                     check::leaf_names(inputs, &firsts).into_iter().zip(distinct.iter().cloned()).collect()
                 } else {
-                    stacked::row_targets(inputs, rows)
+                    rolling::row_targets(inputs, rows)
                 };
                 return self.start_check(st, fp, &variant, staged, (&distinct, targets), policy);
             }
@@ -520,85 +483,10 @@ impl Fragment {
         )
     }
 
-    /// A call whose trip count keeps changing (see [`Fragment::rolled`]): keyed with its
-    /// sequences stacked, so that its loop rolls into one graph over all lengths (`stacked`);
-    /// or, where they do not stack or a loop did not roll, its statements run, the loop's
-    /// body staged on its own.
-    #[inline(never)]
-    fn rolled_call(
-        &'static self,
-        st: &'static State,
-        inputs: &[Probed],
-        instance: Instance,
-        mode: Mode,
-    ) -> Enter {
-        // Past the variant limit no new key compiles: the loop runs on the host, its body
-        // staged.
-        let full = st.keys.load(Ordering::Relaxed) >= self.site.max_variants as u64;
-        match st.roll_failed.get() {
-            None if full => st.counters.eager(EagerKind::Rolled, ROLLED),
-            None => {
-                if let Some(s) = stacked::stack_sequences(inputs) {
-                    return self.dispatch(st, &s.inputs, instance, mode, &s.rows);
-                }
-                st.counters.eager(EagerKind::Rolled, ROLLED);
-            }
-            Some(why) => st.counters.eager(EagerKind::Rolled, &format!("{ROLLED} ({why})")),
-        }
-        Enter::Body(self.scope(ScopeKind::Rolled(RollingGuard::enter()), EagerKind::Rolled))
-    }
-
-    /// Whether a stacked call (keyed `key`, new) is the first of its sizes, and should run on
-    /// the host instead of recording. Its block generalised already, and an instance at new
-    /// sizes must be validated by a recording at them (a sequence's length, read on the host
-    /// as `xs.len()`, could have become anything). In a stream of ever new lengths that would
-    /// record (run eagerly) every call; on the host, the loop's body replays its own graph per
-    /// trip instead, and sizes that come back are validated and replay one graph.
-    fn first_sighting(&self, st: &State, fp: u64, key: &Key, leaves: &[Tensor]) -> bool {
-        if !st.generic.read().unwrap().contains_key(&key::erase_dims(key, leaves)) {
-            return false; // the first sizes record, to compile the samples of a fit
-        }
-        let mut seen = st.sighted.lock().unwrap();
-        if seen.contains(&fp) {
-            return false;
-        }
-        if seen.len() >= SIGHTINGS {
-            seen.pop_front();
-        }
-        seen.push_back(fp);
-        true
-    }
-
     #[inline(never)] // off the hit path
     fn scope(&'static self, kind: ScopeKind, counted_as: EagerKind) -> Scope {
         let counter = self.state().counters.eager_ops(counted_as);
         Scope { frag: self, kind, _ops: OpScope::open(counter) }
-    }
-
-    /// Whether this new key's loop runs on the host: its trip class was seen with more than
-    /// [`UNROLLED_LENGTHS`] sequence lengths (the trip count keeps changing), and compiling
-    /// one unrolled graph per length would cost a compile per call. Earlier keys keep their
-    /// graphs; a few lengths (buckets) stay unrolled.
-    #[inline(never)]
-    fn rolled(&self, st: &State, inputs: &[Probed], instance: Instance, mode: Mode) -> bool {
-        let (class, lens) = key::trip_class(inputs, &instance, mode);
-        if lens.is_empty() {
-            return false;
-        }
-        // Inside a call whose own loop rolled (its lengths vary), a block's loop over another
-        // length rolls at its second length: a fixed length (a loop over layers) still unrolls.
-        let unrolled = if ROLLING.get() > 0 { 1 } else { UNROLLED_LENGTHS };
-        let mut trips = st.trips.lock().unwrap();
-        let (seen, rolled) = trips.entry(class).or_default();
-        if !*rolled && !seen.contains(&lens) {
-            if seen.len() < unrolled {
-                seen.push(lens.clone());
-            } else {
-                *rolled = true;
-                log::info!(target: "janus", "{} ({}): {ROLLED}", self.name(), self.span());
-            }
-        }
-        *rolled && !seen.contains(&lens)
     }
 
     fn lookup(&self, st: &State, fp: u64, key: &Key) -> Option<Arc<Variant>> {
