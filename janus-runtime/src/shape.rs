@@ -8,7 +8,7 @@ use std::fmt;
 pub struct Shape(pub(crate) SmallVec<[usize; 4]>);
 
 impl Clone for Shape {
-    /// A copy of the dimensions (see [`copy_small`]; the derived clone pushes them one by one
+    /// A copy of the dimensions (see `copy_small`; the derived clone pushes them one by one
     /// through `SmallVec::extend`, about 60 instructions, on every replay's output).
     fn clone(&self) -> Self {
         Shape(copy_small(&self.0))
