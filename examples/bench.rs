@@ -600,5 +600,16 @@ fn peak_table(rows: &[Row]) -> f64 {
         let ([ge, pe], [gj, pj]) = (cells(rate(r.values[0])), cells(rate(r.values[1])));
         println!("| {} | {ge} | {pe} | {gj} | {pj} |", r.metric.trim_end_matches(", ms"));
     }
+    let floor = peak::lstm_step_gemm_floor_ms(t, b, v, h, 9);
+    let step = rows.iter().find(|r| r.workload == "LSTM LM").and_then(|r| r.values[1]);
+    println!(
+        "The step's products alone (each timed by itself on one thread, row-major, hot in cache; \
+         the sum halved for two workers): {floor:.3} ms{}",
+        step.map_or(String::new(), |ms| format!(
+            ", {:.0}% of the speculated step's {ms:.3} ms; the rest is elementwise work and \
+             products running slower among it",
+            100.0 * floor / ms
+        ))
+    );
     peak
 }

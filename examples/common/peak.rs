@@ -37,3 +37,50 @@ pub fn lstm_step_gemm_flops(t: usize, b: usize, v: usize, h: usize) -> f64 {
     let backward = xw + 2.0 * hw + 2.0 * hy;
     t as f64 * (forward + backward)
 }
+
+/// The LSTM step's products (those [`lstm_step_gemm_flops`] counts, the weight gradients as one
+/// product each over all `t * b` rows) each timed alone, row-major, on one thread, and their
+/// sum halved: the step's GEMM time if the two workers ran only its products, at the speed each
+/// reaches with its operands hot in cache and nothing else running. In ms; the median of `runs`
+/// timings per shape. Set against the step's time it shows what the rest costs: the
+/// elementwise work, and products that run slower among the step's other work.
+pub fn lstm_step_gemm_floor_ms(t: usize, b: usize, v: usize, h: usize, runs: usize) -> f64 {
+    // (m, k, n, count per step)
+    let products = [
+        (b, v, 4 * h, t),     // x @ wx
+        (b, h, 4 * h, t),     // h @ wh
+        (b, h, v, t),         // h @ wy
+        (b, 4 * h, h, t - 1), // dz @ whᵀ (the first step's h is no input)
+        (b, v, h, t),         // dy @ wyᵀ
+        (v, t * b, 4 * h, 1), // xᵀ @ dz
+        (h, t * b, 4 * h, 1), // hᵀ @ dz
+        (h, t * b, v, 1),     // hᵀ @ dy
+    ];
+    let ms = janus_kernels::parallel::serial(|| {
+        products.iter().map(|&(m, k, n, count)| count as f64 * product_ms(m, k, n, runs)).sum::<f64>()
+    });
+    ms / 2.0
+}
+
+/// The median time of one `[m, k] @ [k, n]` product, in ms, after a warm-up run.
+fn product_ms(m: usize, k: usize, n: usize, runs: usize) -> f64 {
+    let a: Vec<f32> = (0..m * k).map(|i| (i % 7) as f32 * 0.1).collect();
+    let b: Vec<f32> = (0..k * n).map(|i| (i % 5) as f32 * 0.1).collect();
+    let mut c = vec![0f32; m * n];
+    let dims = MatmulDims { batch: 1, m, n, k };
+    let (la, lb) = (MatLayout::row_major(m, k), MatLayout::row_major(k, n));
+    // Short products repeat within one timing, so the clock's resolution does not matter.
+    let reps = (1usize << 24).div_ceil(m * n * k).max(1);
+    let mut times: Vec<f64> = (0..runs + 1)
+        .map(|_| {
+            let t = Instant::now();
+            for _ in 0..reps {
+                matmul(dims, &a, la, &b, lb, &mut c, false);
+            }
+            t.elapsed().as_secs_f64() * 1e3 / reps as f64
+        })
+        .skip(1)
+        .collect();
+    times.sort_by(f64::total_cmp);
+    times[times.len() / 2]
+}
