@@ -141,6 +141,35 @@ fn a_replay_that_panics_runs_the_statements_and_panics_as_eager_mode() {
 }
 
 #[janus(min_ops = 1, speculate = false)]
+fn pick_per_row(x: &Tensor, idx: &Tensor) -> Tensor {
+    let y = (x * 2.0).gather(1, idx) + 1.0;
+    y
+}
+
+/// As above for `gather`, which the CPU executor runs straight from the plan's buffers: an
+/// index out of range still panics with eager mode's message.
+#[test]
+fn a_replayed_gather_out_of_range_panics_as_eager_mode() {
+    janus::set_self_check(false);
+    for call in 0..30 {
+        let n = 3 + call % 2; // two keys
+        let x = Tensor::from_vec((0..2 * n).map(|i| i as f32).collect::<Vec<_>>(), [2, n]);
+        let bad = call > 4 && call % 4 == 0;
+        let idx = Tensor::from_vec(vec![1, if bad { 9 } else { 2 }], [2, 1]);
+        let want = catch_unwind(|| janus::with_mode(Mode::Eager, || pick_per_row(&x, &idx)));
+        let got = catch_unwind(|| pick_per_row(&x, &idx));
+        match (got, want) {
+            (Ok(g), Ok(w)) => assert_same(&format!("call {call}"), &g, &w),
+            (Err(g), Err(w)) => assert_eq!(message(g), message(w), "call {call}: the same panic"),
+            (g, w) => panic!("call {call}: janus {} but eager {}", g.is_ok(), w.is_ok()),
+        }
+    }
+    let f = frag("pick_per_row", 0);
+    assert!(f.hits - f.checks > 0, "{}", janus::explain());
+    assert_eq!(f.eager_runs.get(&janus::rt::EagerKind::ReplayPanicked), Some(&6), "{}", janus::explain());
+}
+
+#[janus(min_ops = 1, speculate = false)]
 fn bump_then_pick(state: &mut Tensor, x: &Tensor, idx: &Tensor) -> Tensor {
     *state = &*state + 1.0;
     let y = x.index_select(0, idx) * 2.0;

@@ -223,7 +223,9 @@ pub(crate) fn run_step<'a>(step: &Step, vals: &'a [Option<ValRef>], f: &Frame<'a
 
 /// Ops run by their kernels straight from and into the plan's buffers (the generic path copies
 /// operands into tensors and the result back): sums over any dimensions of a strided operand,
-/// and the sliding-window ops on dense operands. Returns whether it ran the step.
+/// and the sliding-window ops, `gather` and `scatter_add` on dense operands (a cross-entropy's
+/// pick of each row's target and its adjoint: 1.5-1.6 µs per `[32, 65]` step on the generic
+/// path, in the LSTM step's timeline). Returns whether it ran the step.
 fn direct_step<'a>(
     op: &crate::ops::Op,
     inputs: &[usize],
@@ -272,6 +274,23 @@ fn direct_step<'a>(
                 let s = d(x);
                 let g = f.dense::<T>(val(inputs[1]));
                 k::max_pool_backward(&geometry(w, s[0], s[1], [s[2], s[3]]), f.dense::<T>(x), g, dst());
+            }
+            // Index errors return before anything is written: the generic path then raises
+            // them with the operands' shapes.
+            Op::Gather(p) => {
+                let idx = val(inputs[1]);
+                let (ids, out) = (f.dense::<i64>(idx), dst());
+                if janus_kernels::index::gather(f.dense::<T>(x), &d(x), p.dim, ids, &d(idx), out).is_err() {
+                    return false;
+                }
+            }
+            Op::ScatterAdd(p) => {
+                let idx = val(inputs[1]);
+                let (ids, out) = (f.dense::<i64>(idx), dst());
+                out.fill(0 as T);
+                if janus_kernels::index::scatter_add(f.dense::<T>(x), ids, &d(idx), p.dim, out, &p.shape).is_err() {
+                    return false;
+                }
             }
             _ => return false,
         }
