@@ -30,7 +30,7 @@ for rep in $(seq "$repeats"); do
             | grep -E '^RESULT' | cut -c1-120) || echo "   (failed)"
     done
     echo "== run $rep: janus bench $(date +%T)"
-    "$bench" "${only[@]}" | tee "$out/janus_$rep.txt" | grep '^| LSTM\|^| Cart\|^| Tree\|^| training step'
+    "$bench" "${only[@]}" | tee "$out/janus_$rep.txt" | grep '^| LSTM\|^| Cart\|^| Tree\|^| training step\|^The step'
 
 done
 "$python" - "$out/peers.jsonl" <<'PY'
