@@ -119,22 +119,32 @@ fn message(e: Box<dyn std::any::Any + Send>) -> String {
     e.downcast_ref::<String>().cloned().unwrap_or_default()
 }
 
-#[test]
-fn a_replay_that_panics_runs_the_statements_and_panics_as_eager_mode() {
+/// Thirty calls of `f` on `inputs(n, bad)` over two sizes `n` (two keys), six of them (from
+/// call 8, every fourth) with an index out of range: each returns what eager mode returns, or
+/// panics with its message.
+fn same_as_eager_with_bad_indices(
+    f: fn(&Tensor, &Tensor) -> Tensor,
+    inputs: impl Fn(usize, bool) -> (Tensor, Tensor),
+) {
     janus::set_self_check(false);
     for call in 0..30 {
-        let n = 3 + call % 2; // two keys
-        let x = Tensor::from_vec((0..n).map(|i| i as f32).collect::<Vec<_>>(), [n]);
-        let bad = call > 4 && call % 4 == 0;
-        let idx = Tensor::from_vec(vec![if bad { 9 } else { 1 }, 0], [2]);
-        let want = catch_unwind(|| janus::with_mode(Mode::Eager, || pick(&x, &idx)));
-        let got = catch_unwind(|| pick(&x, &idx));
+        let (x, idx) = inputs(3 + call % 2, call > 4 && call % 4 == 0);
+        let want = catch_unwind(|| janus::with_mode(Mode::Eager, || f(&x, &idx)));
+        let got = catch_unwind(|| f(&x, &idx));
         match (got, want) {
             (Ok(g), Ok(w)) => assert_same(&format!("call {call}"), &g, &w),
             (Err(g), Err(w)) => assert_eq!(message(g), message(w), "call {call}: the same panic"),
             (g, w) => panic!("call {call}: janus {} but eager {}", g.is_ok(), w.is_ok()),
         }
     }
+}
+
+#[test]
+fn a_replay_that_panics_runs_the_statements_and_panics_as_eager_mode() {
+    same_as_eager_with_bad_indices(pick, |n, bad| {
+        let x = Tensor::from_vec((0..n).map(|i| i as f32).collect::<Vec<_>>(), [n]);
+        (x, Tensor::from_vec(vec![if bad { 9 } else { 1 }, 0], [2]))
+    });
     let f = frag("pick", 0);
     assert!(f.hits - f.checks > 0, "{}", janus::explain());
     assert_eq!(f.eager_runs.get(&janus::rt::EagerKind::ReplayPanicked), Some(&6), "{}", janus::explain());
@@ -150,20 +160,10 @@ fn pick_per_row(x: &Tensor, idx: &Tensor) -> Tensor {
 /// index out of range still panics with eager mode's message.
 #[test]
 fn a_replayed_gather_out_of_range_panics_as_eager_mode() {
-    janus::set_self_check(false);
-    for call in 0..30 {
-        let n = 3 + call % 2; // two keys
+    same_as_eager_with_bad_indices(pick_per_row, |n, bad| {
         let x = Tensor::from_vec((0..2 * n).map(|i| i as f32).collect::<Vec<_>>(), [2, n]);
-        let bad = call > 4 && call % 4 == 0;
-        let idx = Tensor::from_vec(vec![1, if bad { 9 } else { 2 }], [2, 1]);
-        let want = catch_unwind(|| janus::with_mode(Mode::Eager, || pick_per_row(&x, &idx)));
-        let got = catch_unwind(|| pick_per_row(&x, &idx));
-        match (got, want) {
-            (Ok(g), Ok(w)) => assert_same(&format!("call {call}"), &g, &w),
-            (Err(g), Err(w)) => assert_eq!(message(g), message(w), "call {call}: the same panic"),
-            (g, w) => panic!("call {call}: janus {} but eager {}", g.is_ok(), w.is_ok()),
-        }
-    }
+        (x, Tensor::from_vec(vec![1, if bad { 9 } else { 2 }], [2, 1]))
+    });
     let f = frag("pick_per_row", 0);
     assert!(f.hits - f.checks > 0, "{}", janus::explain());
     assert_eq!(f.eager_runs.get(&janus::rt::EagerKind::ReplayPanicked), Some(&6), "{}", janus::explain());
