@@ -10,6 +10,7 @@ mod loops;
 pub(crate) mod lower;
 pub(crate) mod memory;
 
+pub(crate) use cpu::recycle_output_list;
 #[cfg(feature = "fault-injection")]
 pub use faults::{break_compiled_backward, break_fused_kernels};
 pub use memory::MemoryPlan;

@@ -229,6 +229,13 @@ pub struct Replayed {
     pub(crate) consts: VecDeque<ConstLeaf>,
 }
 
+impl Drop for Replayed {
+    fn drop(&mut self) {
+        // The executor's output list, for its next run on this thread.
+        crate::exec::recycle_output_list(std::mem::take(&mut self.tensors).into());
+    }
+}
+
 impl Leaves for Replayed {
     fn tensor(&mut self) -> Tensor {
         self.tensors.pop_front().expect("janus internal error: replay produced too few tensors")

@@ -221,33 +221,59 @@ impl CpuPlan {
         if let Some(run) = pooled {
             self.pool.put(run);
         }
-        l.outputs
-            .iter()
-            .map(|&o| {
-                let v = l.vals[o].as_ref().expect("outputs have values");
-                let data = match v.buf {
-                    BufRef::Output(k) => Data {
-                        storage: crate::storage::Storage::Cpu(outs[k].clone()),
-                        strides: crate::shape::copy_small(&v.strides),
-                        offset: v.offset,
-                    },
-                    BufRef::Input(k) => {
-                        let d = dense[k].data();
-                        d.view(crate::shape::copy_small(&v.strides), d.offset + v.offset)
-                    }
-                    BufRef::Const(k) => {
-                        let d = l.consts[k].data();
-                        d.view(crate::shape::copy_small(&v.strides), d.offset + v.offset)
-                    }
-                    BufRef::Memo(k) => {
-                        let d = memos[k].data();
-                        d.view(crate::shape::copy_small(&v.strides), d.offset + v.offset)
-                    }
-                    BufRef::Arena(_) => unreachable!("values reaching an output live in output buffers"),
-                };
-                Tensor::from_parts(v.shape.clone(), v.dtype, Some(data), Default::default())
-            })
-            .collect()
+        let mut list = output_list(l.outputs.len());
+        list.extend(l.outputs.iter().map(|&o| {
+            let v = l.vals[o].as_ref().expect("outputs have values");
+            let data = match v.buf {
+                BufRef::Output(k) => Data {
+                    storage: crate::storage::Storage::Cpu(outs[k].clone()),
+                    strides: crate::shape::copy_small(&v.strides),
+                    offset: v.offset,
+                },
+                BufRef::Input(k) => {
+                    let d = dense[k].data();
+                    d.view(crate::shape::copy_small(&v.strides), d.offset + v.offset)
+                }
+                BufRef::Const(k) => {
+                    let d = l.consts[k].data();
+                    d.view(crate::shape::copy_small(&v.strides), d.offset + v.offset)
+                }
+                BufRef::Memo(k) => {
+                    let d = memos[k].data();
+                    d.view(crate::shape::copy_small(&v.strides), d.offset + v.offset)
+                }
+                BufRef::Arena(_) => unreachable!("values reaching an output live in output buffers"),
+            };
+            Tensor::from_parts(v.shape.clone(), v.dtype, Some(data), Default::default())
+        }));
+        list
+    }
+}
+
+thread_local! {
+    /// Emptied output lists, kept for the next run on this thread.
+    static LISTS: std::cell::RefCell<Vec<Vec<Tensor>>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// An empty list for `n` outputs: one a replay handed back ([`recycle_output_list`]) when there
+/// is one, so a replay's hit path allocates only its output tensors (issue 13).
+fn output_list(n: usize) -> Vec<Tensor> {
+    let mut list = LISTS.with(|l| l.try_borrow_mut().ok().and_then(|mut l| l.pop())).unwrap_or_default();
+    list.reserve(n);
+    list
+}
+
+/// Keeps `list`'s allocation for a later run on this thread (its tensors, if any, drop now).
+pub(crate) fn recycle_output_list(mut list: Vec<Tensor>) {
+    list.clear();
+    if list.capacity() > 0 && list.capacity() <= 64 {
+        LISTS.with(|l| {
+            if let Ok(mut l) = l.try_borrow_mut()
+                && l.len() < 4
+            {
+                l.push(list);
+            }
+        });
     }
 }
 
