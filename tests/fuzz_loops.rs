@@ -2,8 +2,9 @@
 //! sum, invariant weights, a per-trip input) run by a `#[janus]` function over a stream of trip
 //! counts and batch sizes. The first three lengths compile unrolled; later ones key their
 //! sequence stacked, roll into a loop node, compile at two lengths and replay instances of one
-//! graph for the rest (sizes seen once run on the host, their body staged). Every call's value and gradients (weights, initial state, every
-//! per-trip input) must equal eager mode's: within 1e-9 relative in f64, 1e-4 in f32.
+//! graph for the rest (sizes seen once run on the host, their body staged). Every call's value
+//! and gradients (weights, initial state, every per-trip input) must equal eager mode's: within
+//! 1e-9 relative in f64, 1e-4 in f32.
 //!
 //! `JANUS_FUZZ_LOOPS_PROGRAMS=N` runs N programs (default 40); `JANUS_FUZZ_SEED=S` only S.
 

@@ -9,20 +9,8 @@ use std::time::Instant;
 /// `gemm` crate, on every rayon thread), in GFLOP/s. The best, not the median: a peak is what
 /// the machine can do, and noise only ever slows a run.
 pub fn gemm_peak_gflops(n: usize, runs: usize) -> f64 {
-    let a: Vec<f32> = (0..n * n).map(|i| (i % 7) as f32 * 0.1).collect();
-    let b: Vec<f32> = (0..n * n).map(|i| (i % 5) as f32 * 0.1).collect();
-    let mut c = vec![0f32; n * n];
-    let dims = MatmulDims { batch: 1, m: n, n, k: n };
-    let layout = MatLayout::row_major(n, n);
-    let flops = 2.0 * (n * n * n) as f64;
-    (0..runs + 1)
-        .map(|_| {
-            let t = Instant::now();
-            matmul(dims, &a, layout, &b, layout, &mut c, false);
-            flops / t.elapsed().as_secs_f64() / 1e9
-        })
-        .skip(1) // the first run pays for page faults and packing buffers
-        .fold(0.0, f64::max)
+    let ms = product_times(n, n, n, runs).into_iter().fold(f64::INFINITY, f64::min);
+    2.0 * (n * n * n) as f64 / (ms * 1e-3) / 1e9
 }
 
 /// The GEMM FLOPs (2·M·N·K per product) of one LSTM LM training step with `t` steps, batch `b`,
@@ -62,16 +50,24 @@ pub fn lstm_step_gemm_floor_ms(t: usize, b: usize, v: usize, h: usize, runs: usi
     ms / 2.0
 }
 
-/// The median time of one `[m, k] @ [k, n]` product, in ms, after a warm-up run.
+/// The median time of one `[m, k] @ [k, n]` product, in ms.
 fn product_ms(m: usize, k: usize, n: usize, runs: usize) -> f64 {
+    let mut times = product_times(m, k, n, runs);
+    times.sort_by(f64::total_cmp);
+    times[times.len() / 2]
+}
+
+/// `runs` timings of one `[m, k] @ [k, n]` f32 product, in ms each, after a warm-up run that
+/// pays for page faults and packing buffers. Short products repeat within one timing, so the
+/// clock's resolution does not matter.
+fn product_times(m: usize, k: usize, n: usize, runs: usize) -> Vec<f64> {
     let a: Vec<f32> = (0..m * k).map(|i| (i % 7) as f32 * 0.1).collect();
     let b: Vec<f32> = (0..k * n).map(|i| (i % 5) as f32 * 0.1).collect();
     let mut c = vec![0f32; m * n];
     let dims = MatmulDims { batch: 1, m, n, k };
     let (la, lb) = (MatLayout::row_major(m, k), MatLayout::row_major(k, n));
-    // Short products repeat within one timing, so the clock's resolution does not matter.
     let reps = (1usize << 24).div_ceil(m * n * k).max(1);
-    let mut times: Vec<f64> = (0..runs + 1)
+    (0..runs + 1)
         .map(|_| {
             let t = Instant::now();
             for _ in 0..reps {
@@ -80,7 +76,5 @@ fn product_ms(m: usize, k: usize, n: usize, runs: usize) -> f64 {
             t.elapsed().as_secs_f64() * 1e3 / reps as f64
         })
         .skip(1)
-        .collect();
-    times.sort_by(f64::total_cmp);
-    times[times.len() / 2]
+        .collect()
 }

@@ -104,14 +104,14 @@ fn group(g: &Graph, loners: &HashSet<usize>) -> (Vec<Group>, Vec<Option<usize>>)
 }
 
 pub(crate) fn run(g: Graph, stats: &mut PassStats) -> Graph {
-    let (mut groups, group_of) = group(&g, &HashSet::new());
+    let (mut groups, mut group_of) = group(&g, &HashSet::new());
     let mut g = g;
     if let Some((recomputing, loners, count)) = rematerialize(&g, &group_of) {
         stats.add("fuse.recomputed", count);
-        groups = group(&recomputing, &loners).0;
+        (groups, group_of) = group(&recomputing, &loners);
         g = recomputing;
     }
-    let siblings = merge_siblings(&g, &mut groups);
+    let siblings = merge_siblings(&g, &mut groups, &mut group_of);
     stats.add("fuse.siblings", siblings);
     groups.retain(|gr| !gr.members.is_empty());
     let fused_ops: usize = groups.iter().map(|gr| gr.members.len()).sum();
@@ -234,11 +234,11 @@ fn rematerialize(g: &Graph, group_of: &[Option<usize>]) -> Option<(Graph, HashSe
 /// Sibling fusion: a group whose outside operands all feed another group of its shape and
 /// class joins that group, so the operands are read once and one step runs instead of two.
 /// Neither waits longer than before: the joined group's operands are the larger group's
-/// (scalar constants aside). An
-/// LSTM cell's backward computed one gate's gradient in a program of its own, reading three of
-/// the eight values the program for the other three read (`1.9 µs` per `[16, 128]` half in the
-/// LSTM step's timeline). Returns how many groups joined another.
-fn merge_siblings(g: &Graph, groups: &mut [Group]) -> usize {
+/// (scalar constants aside). An LSTM cell's backward computed one gate's gradient in a program
+/// of its own, reading three of the eight values the program for the other three read (1.9 µs
+/// per `[16, 128]` half in the LSTM step's timeline). `group_of` follows the moves. Returns how
+/// many groups joined another.
+fn merge_siblings(g: &Graph, groups: &mut [Group], group_of: &mut [Option<usize>]) -> usize {
     let operands = |gr: &Group| -> BTreeSet<usize> {
         let mut ops = BTreeSet::new();
         for &m in &gr.members {
@@ -256,10 +256,6 @@ fn merge_siblings(g: &Graph, groups: &mut [Group]) -> usize {
             readers.entry(x).or_default().push(gid);
         }
     }
-    let mut group_of: Vec<Option<usize>> = vec![None; g.nodes.len()];
-    for (gid, gr) in groups.iter().enumerate() {
-        gr.members.iter().for_each(|&m| group_of[m] = Some(gid));
-    }
     let mut joined = 0;
     for b in 0..groups.len() {
         let Some(&first) = ops[b].first() else { continue };
@@ -273,7 +269,7 @@ fn merge_siblings(g: &Graph, groups: &mut [Group]) -> usize {
                 && g.nodes[*ga.members.first().unwrap()].ty.shape == *shape
                 && (ga.class.is_none() || gb.class.is_none() || ga.class == gb.class)
                 && ops[b].is_subset(&ops[a])
-                && closed(g, &ga.members.union(&gb.members).copied().collect(), &group_of, groups)
+                && closed(g, &ga.members.union(&gb.members).copied().collect(), group_of, groups)
         });
         let Some(a) = into else { continue };
         let moved = std::mem::take(&mut groups[b].members);

@@ -280,7 +280,8 @@ fn direct_step<'a>(
             Op::Gather(p) => {
                 let idx = val(inputs[1]);
                 let (ids, out) = (f.dense::<i64>(idx), dst());
-                if janus_kernels::index::gather(f.dense::<T>(x), &d(x), p.dim, ids, &d(idx), out).is_err() {
+                let (xs, is) = (x.shape.sizes(), idx.shape.sizes());
+                if janus_kernels::index::gather(f.dense::<T>(x), xs, p.dim, ids, is, out).is_err() {
                     return false;
                 }
             }
@@ -288,7 +289,8 @@ fn direct_step<'a>(
                 let idx = val(inputs[1]);
                 let (ids, out) = (f.dense::<i64>(idx), dst());
                 out.fill(0 as T);
-                if janus_kernels::index::scatter_add(f.dense::<T>(x), ids, &d(idx), p.dim, out, &p.shape).is_err() {
+                let is = idx.shape.sizes();
+                if janus_kernels::index::scatter_add(f.dense::<T>(x), ids, is, p.dim, out, &p.shape).is_err() {
                     return false;
                 }
             }
