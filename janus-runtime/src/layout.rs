@@ -55,6 +55,36 @@ impl<'a> Layout<'a> {
         1 + self.shape.iter().zip(self.strides).map(|(&d, &s)| (d - 1) * s).sum::<usize>()
     }
 
+    /// The view as `(rows, row, stride)`: `rows` runs of `row` consecutive elements, `stride`
+    /// apart (a dense view is one row), or `None` when it is not such a run of rows. A part of a
+    /// concatenation along a later dimension is one (`exec::lower::alias_cats`).
+    pub fn rows(&self) -> Option<(usize, usize, usize)> {
+        // The longest contiguous suffix of dimensions is the row.
+        let mut row = 1;
+        let mut k = self.shape.len();
+        while k > 0 && (self.shape[k - 1] == 1 || self.strides[k - 1] == row) {
+            row *= self.shape[k - 1];
+            k -= 1;
+        }
+        if k == 0 {
+            return Some((1, row, row));
+        }
+        // The rest steps over rows at one stride.
+        let stride = self.strides[k - 1];
+        let (mut rows, mut next) = (1, stride);
+        for d in (0..k).rev() {
+            if self.shape[d] == 1 {
+                continue;
+            }
+            if self.strides[d] != next {
+                return None;
+            }
+            rows *= self.shape[d];
+            next *= self.shape[d];
+        }
+        Some((rows, row, stride))
+    }
+
     /// The GEMM layout of a 2-D or 3-D operand (a size-1 or missing batch broadcasts).
     pub fn matrix(&self) -> MatLayout {
         let r = self.shape.len();
@@ -83,5 +113,12 @@ mod tests {
         assert_eq!((m.row_stride, m.col_stride, m.batch_stride), (1, 5, 0));
         let b = Layout::new(&[1, 4, 5], &[20, 5, 1], 3).matrix();
         assert_eq!((b.batch_stride, b.offset), (0, 3));
+        // Rows: dense views are one row; a part of a cat along dim 1 or 2 is rows of it.
+        assert_eq!(Layout::new(&[2, 3], &[3, 1], 0).rows(), Some((1, 6, 6)));
+        assert_eq!(Layout::new(&[16, 128], &[512, 1], 128).rows(), Some((16, 128, 512)));
+        assert_eq!(Layout::new(&[2, 3, 4], &[24, 8, 1], 0).rows(), Some((6, 4, 8)));
+        assert_eq!(Layout::new(&[2, 2, 4], &[16, 4, 1], 0).rows(), Some((2, 8, 16)));
+        assert_eq!(Layout::new(&[2, 3, 4], &[40, 8, 1], 0).rows(), None, "two row strides");
+        assert_eq!(Layout::new(&[5, 4], &[1, 5], 0).rows(), None, "a transpose");
     }
 }

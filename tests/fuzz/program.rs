@@ -69,7 +69,9 @@ pub enum Instr {
     Broadcast(usize, Vec<usize>),
     Unsqueeze(usize, usize),
     Squeeze(usize, usize),
-    Cat(usize, usize, usize),
+    /// `cat([a, b], d)`; with `fresh`, of two new elementwise results (`a * 0.5`, `b + 1`),
+    /// which the compiled program writes in place into the result when `d > 0`.
+    Cat(usize, usize, usize, bool),
     Stack(usize, usize, usize),
     Chunk(usize, usize, usize),
     Pad(usize, usize, usize, usize),
@@ -232,7 +234,8 @@ fn apply(dtype: DType, special: bool, ins: &Instr, v: &[Tensor]) -> Tensor {
         Instr::Broadcast(a, s) => v[*a].broadcast_to(s.clone()),
         Instr::Unsqueeze(a, d) => v[*a].unsqueeze(*d),
         Instr::Squeeze(a, d) => v[*a].squeeze(*d),
-        Instr::Cat(a, b, d) => Tensor::cat(&[&v[*a], &v[*b]], *d),
+        Instr::Cat(a, b, d, false) => Tensor::cat(&[&v[*a], &v[*b]], *d),
+        Instr::Cat(a, b, d, true) => Tensor::cat(&[&(&v[*a] * 0.5), &(&v[*b] + 1.0)], *d),
         Instr::Stack(a, b, d) => Tensor::stack(&[&v[*a], &v[*b]], *d),
         Instr::Chunk(a, d, pick) => {
             let [x, y] = v[*a].chunk::<2>(*d);
@@ -451,6 +454,7 @@ fn propose(r: &mut Rng, v: &[Tensor], dtype: DType) -> Option<Instr> {
                         t.len() == rank && (0..rank).all(|i| i == d || t[i] == s[i])
                     })?,
                     d,
+                    r.chance(0.5),
                 ),
                 1 => Instr::Stack(
                     a,
@@ -515,7 +519,7 @@ fn operands(ins: &Instr) -> Vec<usize> {
         Instr::Binary(_, a, b) | Instr::Compare(a, b) | Instr::MatMul(a, b) | Instr::Mse(a, b) => {
             vec![*a, *b]
         }
-        Instr::Cat(a, b, _) | Instr::Stack(a, b, _) => vec![*a, *b],
+        Instr::Cat(a, b, _, _) | Instr::Stack(a, b, _) => vec![*a, *b],
         Instr::Where(c, a, b) => vec![*c, *a, *b],
         Instr::Nn(_, args) => args.clone(),
         Instr::Randn(_) | Instr::Const(..) => vec![],
@@ -540,7 +544,7 @@ fn renumber(ins: &mut Instr, f: &dyn Fn(usize) -> usize) {
             *a = f(*a);
             *b = f(*b);
         }
-        Instr::Cat(a, b, _) | Instr::Stack(a, b, _) => {
+        Instr::Cat(a, b, _, _) | Instr::Stack(a, b, _) => {
             *a = f(*a);
             *b = f(*b);
         }

@@ -14,8 +14,10 @@ use smallvec::SmallVec;
 use std::cell::RefCell;
 
 mod elementwise;
+mod rows;
 pub use elementwise::{binary, unary};
 use elementwise::{bit, each_binary, each_binary_const, each_unary};
+pub use rows::Rows;
 
 /// Elements per tile: a few registers of this size stay in L1.
 pub const TILE: usize = 512;
@@ -149,10 +151,12 @@ pub enum Input<'a, T> {
     Bool(Src<'a, bool>),
 }
 
-/// An output buffer, contiguous over the output shape.
+/// An output buffer, contiguous over the output shape (or, for `Rows`, in rows of a larger one).
 pub enum Output<'a, T> {
     /// Float values.
     Float(&'a mut [T]),
+    /// Float values in strided rows (a part of a concatenation; plain [`run`]s only).
+    Rows(Rows<'a, T>),
     /// 0/1 registers stored as bools.
     Bool(&'a mut [bool]),
     /// Registers stored truncated as integers.
@@ -162,10 +166,11 @@ pub enum Output<'a, T> {
 /// A fused kernel's destinations (inline for the usual one to four).
 pub type Outputs<'a, T> = SmallVec<[Output<'a, T>; 4]>;
 
-impl<T> Output<'_, T> {
+impl<T: Copy> Output<'_, T> {
     fn len(&self) -> usize {
         match self {
             Output::Float(s) => s.len(),
+            Output::Rows(r) => r.len(),
             Output::Bool(s) => s.len(),
             Output::Int(s) => s.len(),
         }
@@ -234,7 +239,8 @@ pub fn run<T: Scratch>(prog: &Program, shape: &[usize], inputs: &[Input<T>], out
         return;
     }
     let readers = readers(shape, inputs);
-    if n < PARALLEL_MIN || !crate::parallel::allowed() {
+    let rows = outputs.iter().any(|o| matches!(o, Output::Rows(_)));
+    if n < PARALLEL_MIN || !crate::parallel::allowed() || rows {
         run_range(prog, &readers, 0, outputs);
         return;
     }
@@ -253,6 +259,7 @@ pub fn run<T: Scratch>(prog: &Program, shape: &[usize], inputs: &[Input<T>], out
             Output::Int(s) => {
                 s.chunks_mut(chunk).zip(&mut per_task).for_each(|(c, t)| t.push(Output::Int(c)))
             }
+            Output::Rows(_) => unreachable!("strided outputs run on one thread"),
         }
     }
     per_task.into_par_iter().enumerate().for_each(|(i, outs)| run_range(prog, &readers, i * chunk, outs));
@@ -445,6 +452,7 @@ fn store<T: Float>(
             Output::Int(s) => {
                 s[at..at + len].iter_mut().zip(src).for_each(|(d, &v)| *d = v.to_f64() as i64);
             }
+            Output::Rows(r) => r.write(at, src),
         }
     }
 }
@@ -526,6 +534,7 @@ pub fn run_summing<T: Scratch>(
                 s.chunks_mut(chunk).zip(&mut tasks).for_each(|(c, t)| t.1.push(Output::Bool(c)))
             }
             Output::Int(s) => s.chunks_mut(chunk).zip(&mut tasks).for_each(|(c, t)| t.1.push(Output::Int(c))),
+            Output::Rows(_) => panic!("fused: strided outputs are for runs without sums"),
         }
     }
     let work = |(k, outs, accs): &mut Task<T>| {

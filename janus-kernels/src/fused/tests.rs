@@ -272,3 +272,37 @@ fn outputs_written_in_place_are_read_back_by_later_instructions() {
         assert_eq!(outs2, outs, "n {n}: summing run");
     }
 }
+
+/// Two outputs written as interleaved strided rows of one buffer (the parts of a concatenation
+/// along columns) hold what dense outputs would, over several tiles and a partial last row of a
+/// tile, and leave the elements between their rows alone.
+#[test]
+fn strided_row_outputs_interleave_in_one_buffer() {
+    let (rows, cols) = (9, 100); // 900 positions: two tiles, rows crossing the tile seam
+    let a: Vec<f32> = (0..rows * cols).map(|i| i as f32).collect();
+    let prog = Program { instrs: twice_a_plus_b().to_vec(), num_regs: 4, outputs: vec![3, 2] };
+    let (dense, row0) = ([cols, 1], [0, 1]);
+    let ins = [Input::Float(Src::new(&a, &dense, 0)), Input::Float(Src::new(&a, &row0, 0))];
+    let (mut d3, mut d2) = (vec![0f32; rows * cols], vec![0f32; rows * cols]);
+    run(&prog, &[rows, cols], &ins, smallvec::smallvec![Output::Float(&mut d3), Output::Float(&mut d2)]);
+    // The joined buffer: [rows, 2 * cols + 1], register 3 in columns 0..cols, register 2 in
+    // cols + 1..2 * cols + 1, column `cols` untouched.
+    let stride = 2 * cols + 1;
+    let mut joined = vec![-1f32; rows * stride];
+    let base = joined.as_mut_ptr();
+    // SAFETY: the two outputs' rows are disjoint runs inside `joined`, which outlives the run and
+    // is not otherwise borrowed during it.
+    let outs = unsafe {
+        smallvec::smallvec![
+            Output::Rows(Rows::new(base, rows, cols, stride)),
+            Output::Rows(Rows::new(base.add(cols + 1), rows, cols, stride)),
+        ]
+    };
+    run(&prog, &[rows, cols], &ins, outs);
+    for r in 0..rows {
+        let row = &joined[r * stride..(r + 1) * stride];
+        assert_eq!(&row[..cols], &d3[r * cols..(r + 1) * cols], "row {r}, first part");
+        assert_eq!(row[cols], -1.0, "row {r}: the gap is untouched");
+        assert_eq!(&row[cols + 1..], &d2[r * cols..(r + 1) * cols], "row {r}, second part");
+    }
+}

@@ -546,12 +546,34 @@ fn alias_cats(g: &Graph, steps: &mut Vec<Step>, layout: &mut [Option<Placement>]
             rooted.entry(l.root).or_default().push(i);
         }
     }
+    // Per value, the steps reading it and the steps writing it.
+    let mut readers: HashMap<usize, SmallVec<[usize; 2]>> = HashMap::new();
+    let mut writers: HashMap<usize, SmallVec<[usize; 2]>> = HashMap::new();
+    for (s, st) in steps.iter().enumerate() {
+        st.kind.reads().into_iter().for_each(|r| readers.entry(r).or_default().push(s));
+        st.kind.writes().into_iter().for_each(|w| writers.entry(w).or_default().push(s));
+    }
     let mut gone = vec![false; steps.len()];
     for s in 0..steps.len() {
         let StepKind::Cat { dim, parts, out } = &steps[s].kind else { continue };
         let (dim, out) = (*dim, *out);
         let shape = &g.nodes[out].ty.shape;
-        if shape[..dim].iter().product::<usize>() != 1 {
+        // Blocks of the result, or (joined along a later dimension) strided rows of it, which
+        // only a plain fused program writes (`janus_kernels::fused::Rows`): each part written
+        // by one such step, read by nothing but this cat, float, with no views of its own.
+        let rows = shape[..dim].iter().product::<usize>() != 1;
+        if rows && shape.elems() == 0 {
+            continue;
+        }
+        let writes_rows = |p: usize| {
+            let by_fused = |w: &usize| matches!(&steps[*w].kind, StepKind::Fused { sums, span: None, .. } if sums.is_empty());
+            g.nodes[p].ty.dtype.is_float()
+                && writers.get(&p).is_some_and(|w| w.len() == 1 && by_fused(&w[0]))
+                && readers.get(&p).is_some_and(|r| r.as_slice() == [s])
+                && rooted.get(&p).is_some_and(|v| v.as_slice() == [p])
+                && layout[out].as_ref().is_some_and(|l| l.root == out && is_dense(l, shape))
+        };
+        if rows && !parts.iter().all(|&p| writes_rows(p)) {
             continue;
         }
         // A part qualifies when it is a value of its own (its own root, not an input, constant
@@ -575,6 +597,10 @@ fn alias_cats(g: &Graph, steps: &mut Vec<Step>, layout: &mut [Option<Placement>]
                 let l = layout[i].as_mut().expect("rooted values have placements");
                 l.root = out;
                 l.offset += offset;
+                if rows {
+                    // The part alone (see `writes_rows`), read with the result's strides.
+                    l.strides = dense(shape);
+                }
             }
             rooted.entry(out).or_default().extend(moved);
             at += g.nodes[p].ty.shape[dim];

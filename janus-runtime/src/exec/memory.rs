@@ -26,12 +26,27 @@ pub struct MemoryPlan {
     pub in_place: usize,
 }
 
-/// A free arena range. (Steps running in parallel are ordered around its reuse by the element
-/// ranges they touch: [`dependencies`].)
+/// A free arena range, with the steps that touched its earlier occupants. (Steps running in
+/// parallel are ordered around its reuse by the element ranges they touch: [`dependencies`].)
 #[derive(Clone)]
 struct FreeBlock {
     start: usize,
     len: usize,
+    /// The steps that read or wrote what it held; `None` when too many to track.
+    users: Option<SmallVec<[u32; 8]>>,
+    /// The last of those steps.
+    last: usize,
+}
+
+/// Blocks merged from occupants touched by more steps than this stop tracking them.
+const MAX_BLOCK_USERS: usize = 64;
+
+impl FreeBlock {
+    /// Whether step `s` may write it without a new ordering constraint: every step that touched
+    /// its earlier occupants is one `s` already depends on through the values it reads.
+    fn free_for(&self, s: usize, anc: &Ancestry) -> bool {
+        self.users.as_ref().is_some_and(|users| users.iter().all(|&u| anc.precedes(u as usize, s)))
+    }
 }
 
 /// Returns a range to the free list, merging it with free neighbours.
@@ -40,8 +55,63 @@ fn release(free: &mut Vec<FreeBlock>, mut b: FreeBlock) {
         let f = free.swap_remove(k);
         b.start = b.start.min(f.start);
         b.len += f.len;
+        b.last = b.last.max(f.last);
+        b.users = match (b.users, f.users) {
+            (Some(mut a), Some(c)) if a.len() + c.len() <= MAX_BLOCK_USERS => {
+                a.extend(c);
+                Some(a)
+            }
+            _ => None,
+        };
     }
     free.push(b);
+}
+
+/// Which steps each step depends on, directly or not, through the values it reads: a bitset
+/// per step. Reusing a range whose occupants only such steps touched adds no ordering between
+/// steps that could otherwise run side by side on the two workers; the LSTM step's
+/// cross-entropy backward once reused a range the loss's sum read, which held the whole
+/// backward pass until the 32 per-step losses were summed (`JANUS_TIMELINE`).
+struct Ancestry {
+    words: usize,
+    bits: Vec<u64>,
+}
+
+impl Ancestry {
+    /// Programs with more steps plan without it (the bitsets grow with the square of the
+    /// count: 2 MiB at this bound).
+    const MAX_STEPS: usize = 4096;
+
+    fn new(steps: &[Step], vals: usize, root: impl Fn(usize) -> usize) -> Option<Ancestry> {
+        let n = steps.len();
+        if n > Self::MAX_STEPS {
+            return None;
+        }
+        let words = n.div_ceil(64);
+        let mut bits = vec![0u64; n * words];
+        let mut writers: Vec<SmallVec<[u32; 2]>> = vec![SmallVec::new(); vals];
+        for (s, st) in steps.iter().enumerate() {
+            let (done, row) = bits.split_at_mut(s * words);
+            let row = &mut row[..words];
+            for r in st.kind.reads() {
+                for &p in &writers[root(r)] {
+                    let p = p as usize;
+                    row[p / 64] |= 1 << (p % 64);
+                    row.iter_mut().zip(&done[p * words..(p + 1) * words]).for_each(|(x, y)| *x |= y);
+                }
+            }
+            for w in st.kind.writes() {
+                writers[root(w)].push(s as u32);
+            }
+        }
+        Some(Ancestry { words, bits })
+    }
+
+    /// Whether step `a` runs before step `s` in every schedule (`s` reads what `a` produced,
+    /// directly or not).
+    fn precedes(&self, a: usize, s: usize) -> bool {
+        self.bits[s * self.words + a / 64] >> (a % 64) & 1 == 1
+    }
 }
 
 pub(crate) fn dtype_slot(d: DType) -> usize {
@@ -68,6 +138,8 @@ pub(crate) fn assign_buffers(
     let root = |i: usize| layout[i].as_ref().unwrap().root;
     let mut def_step = vec![usize::MAX; n];
     let mut last_use = vec![0usize; n];
+    // Per root, the steps touching it (those a reuse of its range must follow).
+    let mut users: Vec<SmallVec<[u32; 8]>> = vec![SmallVec::new(); n];
     for (s, st) in steps.iter().enumerate() {
         // By root: the parts of a concatenation written in place (`lower::alias_cats`) are
         // views of it, so it lives from its first part's write.
@@ -75,12 +147,15 @@ pub(crate) fn assign_buffers(
             let w = root(w);
             def_step[w] = def_step[w].min(s);
             last_use[w] = last_use[w].max(s);
+            users[w].push(s as u32);
         }
         for r in st.kind.reads() {
             let r = root(r);
             last_use[r] = last_use[r].max(s);
+            users[r].push(s as u32);
         }
     }
+    let ancestry = Ancestry::new(&steps, n, root);
     // Roots reaching the outputs get output buffers.
     let mut out_slot: Vec<Option<usize>> = vec![None; n];
     let mut output_bufs: Vec<(DType, usize)> = Vec::new();
@@ -127,17 +202,29 @@ pub(crate) fn assign_buffers(
                 plan.in_place += 1;
                 continue;
             }
+            // The smallest range that fits among those reusable without a new ordering; else the
+            // one freed first, whose users are the likeliest to have run (a step reading only
+            // inputs, such as a one-hot of the targets, follows nothing). Without the ancestry
+            // (a very long program), the smallest that fits.
             let fit = free[slot]
                 .iter()
                 .enumerate()
                 .filter(|(_, b)| b.len >= need)
-                .min_by_key(|(_, b)| b.len)
+                .min_by_key(|(_, b)| match &ancestry {
+                    Some(anc) if !b.free_for(s, anc) => (1, b.last),
+                    _ => (0, b.len),
+                })
                 .map(|(k, _)| k);
             let start = match fit {
                 Some(k) => {
                     let block = free[slot].swap_remove(k);
                     if block.len > need {
-                        free[slot].push(FreeBlock { start: block.start + need, len: block.len - need });
+                        free[slot].push(FreeBlock {
+                            start: block.start + need,
+                            len: block.len - need,
+                            users: block.users.clone(),
+                            last: block.last,
+                        });
                     }
                     plan.buffers_reused += 1;
                     block.start
@@ -153,7 +240,11 @@ pub(crate) fn assign_buffers(
         for &v in &dying[s] {
             if let Some(start) = arena_start[v] {
                 let ty = &g.nodes[v].ty;
-                release(&mut free[dtype_slot(ty.dtype)], FreeBlock { start, len: ty.shape.elems() });
+                let used = Some(std::mem::take(&mut users[v])).filter(|u| u.len() <= MAX_BLOCK_USERS);
+                release(
+                    &mut free[dtype_slot(ty.dtype)],
+                    FreeBlock { start, len: ty.shape.elems(), users: used, last: s },
+                );
             }
         }
     }
@@ -198,8 +289,11 @@ pub(crate) fn assign_buffers(
 pub(crate) fn validate(l: &Lowered) {
     // The element range each value may touch: a step may write one block of a buffer while it
     // reads another (the parts of a concatenation written in place, `lower::alias_cats`).
-    let region = |i: usize| extent(l.vals[i].as_ref().expect("value"));
-    let overlap = |a: Extent, b: Extent| a.0 == b.0 && a.1 < b.2 && b.1 < a.2;
+    let value = |i: usize| l.vals[i].as_ref().expect("value");
+    let region = |i: usize| extent(value(i)).map(|e| (e, i));
+    let overlap = |(a, i): (Extent, usize), (b, j): (Extent, usize)| {
+        a.0 == b.0 && a.1 < b.2 && b.1 < a.2 && !interleaved(value(i), value(j))
+    };
     for st in &l.steps {
         let writes: Vec<_> = st.kind.writes().iter().filter_map(|&w| region(w)).collect();
         for (i, w) in writes.iter().enumerate() {
@@ -209,7 +303,7 @@ pub(crate) fn validate(l: &Lowered) {
         }
         let in_place = match st.kind {
             StepKind::MatMul { c: Some(c), out, .. } => {
-                region(c).zip(region(out)).filter(|(a, b)| a == b).map(|_| c)
+                region(c).zip(region(out)).filter(|(a, b)| a.0 == b.0).map(|_| c)
             }
             _ => None,
         };
@@ -225,6 +319,16 @@ pub(crate) fn validate(l: &Lowered) {
             }
         }
     }
+}
+
+/// Whether two values whose extents overlap still share no element: rows at one stride whose
+/// columns within the stride are apart (two parts of a concatenation along a later dimension,
+/// written in place by one step, `lower::alias_cats`).
+fn interleaved(a: &ValRef, b: &ValRef) -> bool {
+    let (Some((_, ra, sa)), Some((_, rb, sb))) = (a.layout().rows(), b.layout().rows()) else { return false };
+    // Columns within the stride, from the start of their shared region.
+    let (ca, cb) = (a.offset % sa, b.offset % sb);
+    a.buf == b.buf && sa == sb && ca + ra <= sa && cb + rb <= sb && (ca + ra <= cb || cb + rb <= ca)
 }
 
 /// A buffer's key (see [`extent`]) and a range of its elements.

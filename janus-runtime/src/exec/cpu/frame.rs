@@ -137,9 +137,34 @@ impl<'a> Frame<'a> {
         );
         let n = v.shape.elems();
         assert!(v.offset + n <= v.len, "a written value lies inside its region");
+        assert!(v.layout().is_dense(), "a value written as a slice is dense (else `dst_rows`)");
         // SAFETY: the caller guarantees exclusive access; the elements lie inside the region of
         // `v.len` elements (checked above).
         unsafe { std::slice::from_raw_parts_mut(self.region::<T>(v).add(v.offset), n) }
+    }
+
+    /// `v`'s elements for writing as strided rows, when its layout is not dense (a part of a
+    /// concatenation written in place, `lower::alias_cats`; arena or output values only).
+    ///
+    /// # Safety
+    /// As for [`dst`](Frame::dst): no other reference may reach `v`'s elements while the result
+    /// lives (other values' elements may lie between its rows).
+    pub(crate) unsafe fn dst_rows<T: Element>(&self, v: &ValRef) -> janus_kernels::fused::Rows<'a, T> {
+        assert!(
+            matches!(v.buf, BufRef::Arena(_) | BufRef::Output(_)),
+            "only arena and output values are written"
+        );
+        let (rows, row, stride) = v.layout().rows().expect("a written view is a run of rows");
+        if rows * row == 0 {
+            // SAFETY: no elements.
+            return unsafe {
+                janus_kernels::fused::Rows::new(std::ptr::NonNull::dangling().as_ptr(), 0, 0, 0)
+            };
+        }
+        assert!(v.offset + v.layout().span() <= v.len, "a written value lies inside its region");
+        // SAFETY: the rows lie inside the region (checked above); the caller guarantees that
+        // nothing else reaches them.
+        unsafe { janus_kernels::fused::Rows::new(self.region::<T>(v).add(v.offset), rows, row, stride) }
     }
 
     /// A tensor holding `v`'s value (a view of an input or constant, a copy otherwise), for

@@ -315,7 +315,11 @@ fn halves(kind: &StepKind, v: &mut Values) -> Option<[StepKind; 2]> {
     let leads = |i: usize, lead: usize| val(i).is_some_and(|v| v.shape.sizes().first() == Some(&lead));
     let writes = kind.writes();
     let lead = val(writes[0])?.shape.sizes().first().copied()?;
-    if lead < 2 || !writes.iter().all(|&w| dense(w) && leads(w, lead)) {
+    // A fused program may also write strided rows (parts of a concatenation): its halves
+    // write half of the rows each.
+    let fused = matches!(kind, StepKind::Fused { .. });
+    let writable = |w: usize| dense(w) || (fused && val(w).is_some_and(|v| v.layout().rows().is_some()));
+    if lead < 2 || !writes.iter().all(|&w| writable(w) && leads(w, lead)) {
         return None;
     }
     let cut = [(0, lead / 2), (lead / 2, lead - lead / 2)];
@@ -432,16 +436,19 @@ mod tests {
 
     /// A random program over `[r, c]` values: row-aligned GEMM chains (with bias rows, full
     /// addends and in-place accumulation), fused elementwise groups with broadcast operands,
-    /// concatenations along columns feeding a GEMM, rows stacked by a concatenation its parts
-    /// write in place, batched products, and steps that need every row (reductions over the
-    /// batch, softmaxes).
+    /// concatenations along columns feeding a GEMM (of existing values, or of fresh results
+    /// written in place), rows stacked by a concatenation its parts write in place, batched
+    /// products, and steps that need every row (reductions over the batch, softmaxes).
     fn program(x: &[Tensor], choices: &[usize]) -> Vec<Tensor> {
         let (r, c) = (x[0].sizes()[0], x[0].sizes()[1]);
         let mut vals = vec![x[0].clone(), x[4].clone()];
         for k in 0..choices.len() / 3 {
             let pick = |j: usize| vals[choices[3 * k + j] % vals.len()].clone();
             let a = pick(0);
-            let v = match choices[3 * k + 2] % 11 {
+            let v = match choices[3 * k + 2] % 12 {
+                // Columns joined from fresh elementwise results, which their program writes in
+                // place as strided rows of the join.
+                11 => Tensor::cat(&[&a.tanh(), &(pick(1) * 3.0)], 1).matmul(&x[2]),
                 // Rows stacked (written in place into the stack), read across the seam.
                 10 => Tensor::cat(&[&a.tanh(), &(pick(1) * 3.0)], 0).narrow(0, r / 2, r).matmul(&x[1]),
                 // A weight gradient: the contraction runs over the rows.

@@ -57,6 +57,7 @@ pub(crate) fn run_step<'a>(step: &Step, vals: &'a [Option<ValRef>], f: &Frame<'a
                         match v.dtype {
                             DType::Bool => Output::Bool(f.dst::<bool>(v)),
                             DType::I64 => Output::Int(f.dst::<i64>(v)),
+                            _ if !v.layout().is_dense() => Output::Rows(f.dst_rows::<T>(v)),
                             _ => Output::Float(f.dst::<T>(v)),
                         }
                     }
