@@ -217,7 +217,7 @@ scratch!(f64, SCRATCH_F64);
 /// Below this many elements a program runs on the calling thread (as for the strided maps:
 /// waking rayon's threads costs more than a mid-size program saves, see
 /// `strided::PARALLEL_MIN_ELEMS`).
-const PARALLEL_MIN: usize = 1 << 18;
+const PARALLEL_MIN: usize = crate::strided::PARALLEL_MIN_ELEMS;
 
 /// A reader of each input over `shape`.
 fn readers<'a, T: Copy>(shape: &[usize], inputs: &[Input<'a, T>]) -> SmallVec<[Reader<'a, T>; 4]> {
@@ -239,6 +239,7 @@ pub fn run<T: Scratch>(prog: &Program, shape: &[usize], inputs: &[Input<T>], out
         return;
     }
     let readers = readers(shape, inputs);
+    // Strided rows are not cut into tasks (the runtime gives them to small programs only).
     let rows = outputs.iter().any(|o| matches!(o, Output::Rows(_)));
     if n < PARALLEL_MIN || !crate::parallel::allowed() || rows {
         run_range(prog, &readers, 0, outputs);

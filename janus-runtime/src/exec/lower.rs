@@ -560,7 +560,9 @@ fn alias_cats(g: &Graph, steps: &mut Vec<Step>, layout: &mut [Option<Placement>]
         let shape = &g.nodes[out].ty.shape;
         // Blocks of the result, or (joined along a later dimension) strided rows of it, which
         // only a plain fused program writes (`janus_kernels::fused::Rows`): each part written
-        // by one such step, read by nothing but this cat, float, with no views of its own.
+        // by one such step, read by nothing but this cat, float, with no views of its own, and
+        // small enough that its program runs on one thread anyway (strided rows are not split
+        // between rayon tasks).
         let rows = shape[..dim].iter().product::<usize>() != 1;
         if rows && shape.elems() == 0 {
             continue;
@@ -568,6 +570,7 @@ fn alias_cats(g: &Graph, steps: &mut Vec<Step>, layout: &mut [Option<Placement>]
         let writes_rows = |p: usize| {
             let by_fused = |w: &usize| matches!(&steps[*w].kind, StepKind::Fused { sums, span: None, .. } if sums.is_empty());
             g.nodes[p].ty.dtype.is_float()
+                && g.nodes[p].ty.shape.elems() < janus_kernels::strided::PARALLEL_MIN_ELEMS
                 && writers.get(&p).is_some_and(|w| w.len() == 1 && by_fused(&w[0]))
                 && readers.get(&p).is_some_and(|r| r.as_slice() == [s])
                 && rooted.get(&p).is_some_and(|v| v.as_slice() == [p])
