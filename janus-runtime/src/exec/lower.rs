@@ -531,8 +531,11 @@ fn sum_target(at: Option<FusedAt>, class: &HashMap<usize, bool>, dims: &[usize])
 /// gradients and states into `[T*B, ...]` matrices for the weight-gradient GEMMs: those copies
 /// were 5% of the LSTM step's work, one of them on its critical path, and a GEMM half over
 /// the rows of some time steps can now start as soon as those steps have written them
-/// (`memory::dependencies` orders by element ranges). CPU plans only: the CUDA executor tells
-/// an in-place addend by its buffer alone.
+/// (`memory::dependencies` orders by element ranges). Joined along a later dimension, a part is
+/// strided rows of the result, which only a fused program writes (`janus_kernels::fused::Rows`):
+/// the LSTM backward's four gate gradients land in the `[B, 4H]` gradient of the gates, itself a
+/// block of the stack. CPU plans only: the CUDA executor tells an in-place addend by its buffer
+/// alone.
 fn alias_cats(g: &Graph, steps: &mut Vec<Step>, layout: &mut [Option<Placement>]) {
     let root = |layout: &[Option<Placement>], i: usize| layout[i].as_ref().map_or(i, |l| l.root);
     let outputs: std::collections::HashSet<usize> = g.outputs.iter().map(|o| o.index()).collect();
