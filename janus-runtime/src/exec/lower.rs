@@ -539,22 +539,21 @@ fn sum_target(at: Option<FusedAt>, class: &HashMap<usize, bool>, dims: &[usize])
 fn alias_cats(g: &Graph, steps: &mut Vec<Step>, layout: &mut [Option<Placement>]) {
     let root = |layout: &[Option<Placement>], i: usize| layout[i].as_ref().map_or(i, |l| l.root);
     let outputs: std::collections::HashSet<usize> = g.outputs.iter().map(|o| o.index()).collect();
-    // Values some step writes. A cat made a view stays in the set: its parts' writers write it.
-    let written: std::collections::HashSet<usize> =
-        steps.iter().flat_map(|st| st.kind.writes()).map(|w| root(layout, w)).collect();
-    // The values placed in each root (re-rooted with it: no scan of every value per part).
-    let mut rooted: HashMap<usize, Vec<usize>> = HashMap::new();
-    for (i, l) in layout.iter().enumerate() {
-        if let Some(l) = l {
-            rooted.entry(l.root).or_default().push(i);
-        }
-    }
     // Per value, the steps reading it and the steps writing it.
     let mut readers: HashMap<usize, SmallVec<[usize; 2]>> = HashMap::new();
     let mut writers: HashMap<usize, SmallVec<[usize; 2]>> = HashMap::new();
     for (s, st) in steps.iter().enumerate() {
         st.kind.reads().into_iter().for_each(|r| readers.entry(r).or_default().push(s));
         st.kind.writes().into_iter().for_each(|w| writers.entry(w).or_default().push(s));
+    }
+    // Roots some step writes. A cat made a view stays in the set: its parts' writers write it.
+    let written: std::collections::HashSet<usize> = writers.keys().map(|&w| root(layout, w)).collect();
+    // The values placed in each root (re-rooted with it: no scan of every value per part).
+    let mut rooted: HashMap<usize, Vec<usize>> = HashMap::new();
+    for (i, l) in layout.iter().enumerate() {
+        if let Some(l) = l {
+            rooted.entry(l.root).or_default().push(i);
+        }
     }
     let mut gone = vec![false; steps.len()];
     for s in 0..steps.len() {

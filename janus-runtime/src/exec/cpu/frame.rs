@@ -131,10 +131,7 @@ impl<'a> Frame<'a> {
     /// No other reference to these elements may be alive while the result is: the caller is a
     /// step of a validated plan writing one of its own results.
     pub(crate) unsafe fn dst<T: Element>(&self, v: &ValRef) -> &'a mut [T] {
-        assert!(
-            matches!(v.buf, BufRef::Arena(_) | BufRef::Output(_)),
-            "only arena and output values are written"
-        );
+        assert_written(v);
         let n = v.shape.elems();
         assert!(v.offset + n <= v.len, "a written value lies inside its region");
         assert!(v.layout().is_dense(), "a value written as a slice is dense (else `dst_rows`)");
@@ -150,10 +147,7 @@ impl<'a> Frame<'a> {
     /// As for [`dst`](Frame::dst): no other reference may reach `v`'s elements while the result
     /// lives (other values' elements may lie between its rows).
     pub(crate) unsafe fn dst_rows<T: Element>(&self, v: &ValRef) -> janus_kernels::fused::Rows<'a, T> {
-        assert!(
-            matches!(v.buf, BufRef::Arena(_) | BufRef::Output(_)),
-            "only arena and output values are written"
-        );
+        assert_written(v);
         let (rows, row, stride) = v.layout().rows().expect("a written view is a run of rows");
         if rows * row == 0 {
             // SAFETY: no elements.
@@ -189,6 +183,14 @@ impl<'a> Frame<'a> {
             }),
         }
     }
+}
+
+/// Steps write only arena and output values (never inputs, constants or memos).
+fn assert_written(v: &ValRef) {
+    assert!(
+        matches!(v.buf, BufRef::Arena(_) | BufRef::Output(_)),
+        "only arena and output values are written"
+    );
 }
 
 /// A fresh zeroed buffer for an output.
