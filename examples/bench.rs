@@ -153,6 +153,7 @@ fn lstm(repeats: usize, steps: usize) -> Vec<Row> {
     let [fe, fj, fjn, fc] = modes(lstm_lm::janus_sgd_step_fragments);
     let [he, hj, hjn, hc] = modes(lstm_lm::janus_sgd_step_host_loop);
     let [ce, cj, cjn, cc] = modes(lstm_lm::janus_sgd_step_clipped);
+    let [be, bj, bjn, bc] = modes(lstm_lm::janus_sgd_step_batched);
     // The whole step (loss, backward, update) traced as one graph, for reference.
     let traced = trace(lstm_lm::flat_sgd_step);
     let mut p = init.params();
@@ -178,6 +179,11 @@ fn lstm(repeats: usize, steps: usize) -> Vec<Row> {
             workload: "LSTM LM",
             metric: "training step with clipping, speculated (assert), ms",
             values: [Some(ce), Some(cj), Some(cjn), Some(cc)],
+        },
+        Row {
+            workload: "LSTM LM",
+            metric: "training step batched by hand (input projection, output layer), speculated, ms",
+            values: [Some(be), Some(bj), Some(bjn), Some(bc)],
         },
         Row {
             workload: "LSTM LM",

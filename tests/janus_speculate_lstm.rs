@@ -2,7 +2,8 @@
 //! language-model step with Adam runs as one graph per call after profiling, with no block
 //! dispatches and no eager ops, and equals eager mode over 50 steps (losses, parameters, Adam
 //! state); the step with gradient clipping written as a host decision stays one graph while the
-//! decision holds and falls back, committing nothing, when it flips. A function with an opaque
+//! decision holds and falls back, committing nothing, when it flips. The step batched by hand
+//! follows the per-timestep one. A function with an opaque
 //! input is never speculated, and `explain()` says why.
 
 #[path = "../examples/common/lstm_lm.rs"]
@@ -68,25 +69,29 @@ fn the_flagship_adam_step_is_one_graph_and_equals_eager_over_50_steps() {
         assert!(err <= 2e-5, "step {step}: Adam state `{n}` differs by {err}");
     }
     // Steps 5..50 in janus mode: every call one replay of the whole-function graph; its blocks
-    // are never entered and no op runs eagerly outside the eager-mode calls.
+    // are never entered and no op runs eagerly outside the eager-mode calls, except, under
+    // `JANUS_MODE=check`, the statements each replay is checked against.
     let d = janus::stats().since(&steady.unwrap());
     let whole = fn_stats(&d, "train_step");
     assert_eq!(whole.hits, 45, "{}", janus::explain());
     assert_eq!(whole.assert_failures, 0);
+    let on_purpose = |k: &EagerKind| matches!(k, EagerKind::ModeEager | EagerKind::Checked);
     let entered: u64 = (d.fragments.iter())
         .filter(|f| f.name.starts_with("train_step#") && f.name != "train_step#fn")
-        .map(|f| f.calls - f.eager_runs.get(&EagerKind::ModeEager).copied().unwrap_or(0))
+        .map(|f| f.calls - f.eager_runs.iter().filter(|(k, _)| on_purpose(k)).map(|(_, n)| n).sum::<u64>())
         .sum();
     assert_eq!(entered, 0, "blocks entered under the graph: {}", janus::explain());
     let eager_in_janus: u64 = (d.fragments.iter())
         .filter(|f| f.name.starts_with("train_step#"))
         .flat_map(|f| f.eager_ops.iter())
-        .filter(|(k, _)| !matches!(k, EagerKind::ModeEager))
+        .filter(|(k, _)| !on_purpose(k))
         .map(|(_, n)| n)
         .sum();
     assert_eq!(eager_in_janus, 0, "ops ran eagerly in janus mode: {}", janus::explain());
-    // The graph holds the backward pass that `backward()` recorded inside it.
-    assert!(whole.staged_ops > 0);
+    // The graph holds the backward pass that `backward()` recorded inside it (check mode counts
+    // a replay's ops as checked, not staged: the statements' results are the ones returned).
+    assert!(whole.ops_per_replay > 0);
+    assert!(whole.staged_ops > 0 || janus::mode() == Mode::Check, "{}", janus::explain());
     // Per key: one graph, no asserts (the trip count comes from the key), its path the time
     // loop's 32 trips. (The first call's key, with Adam's state not yet created, ran once.)
     let speculated: Vec<_> = whole.keys.iter().filter(|k| k.speculated).collect();
@@ -95,6 +100,34 @@ fn the_flagship_adam_step_is_one_graph_and_equals_eager_over_50_steps() {
     assert_eq!(key.path.len(), lstm_lm::T, "{key:?}");
     assert!(key.path.iter().all(|&(line, taken)| taken && line == key.path[0].0));
     assert!(janus::explain().contains("path line"), "{}", janus::explain());
+}
+
+/// The step batched by hand (one input projection before the loop, one output layer and loss
+/// after it; the bench's comparison row) is the same training step: speculated, it follows the
+/// per-timestep step run eagerly over 20 SGD steps (losses and every parameter).
+#[test]
+fn the_step_batched_by_hand_is_one_graph_and_follows_the_per_timestep_step() {
+    janus::set_self_check(false);
+    janus::manual_seed(11);
+    let init = LstmLm::new(lstm_lm::V, 32);
+    let data = Batches::synthetic(4);
+    let (mut a, mut b) = (init.clone(), init);
+    let before = janus::stats();
+    for step in 0..20 {
+        let (xs, ys) = data.batch(step % 4);
+        let la = janus::with_mode(Mode::Eager, || lstm_lm::janus_sgd_step(&mut a, xs, ys, 0.1));
+        let lb = lstm_lm::janus_sgd_step_batched(&mut b, xs, ys, 0.1);
+        assert!(
+            (la - lb).abs() <= 1e-5 * la.abs().max(1.0),
+            "step {step}: per-timestep {la} vs batched {lb}"
+        );
+        let (n, err) = max_diff(&a, &b);
+        assert!(err <= 1e-4, "step {step}: parameter `{n}` differs by {err}");
+    }
+    let d = janus::stats().since(&before);
+    let batched = fn_stats(&d, "janus_sgd_step_batched");
+    assert!(batched.hits >= 15, "{}", janus::explain());
+    assert_eq!(batched.assert_failures, 0, "{}", janus::explain());
 }
 
 #[test]

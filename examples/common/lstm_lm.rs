@@ -152,6 +152,32 @@ janus_sgd_step!(janus_sgd_step_host_loop, unroll = false, speculate = false);
 janus_sgd_step!(janus_sgd_step_stream, max_variants = 64);
 janus_sgd_step!(janus_sgd_step_per_shape, dynamic_dims = false, max_variants = 64);
 
+/// The same step as a cuDNN-style LSTM layer is written by hand: the input projection of all
+/// `T` steps as one `[T*B, V] @ [V, 4H]` product before the loop, and the output layer and the
+/// loss as one product and one cross-entropy over the `T*B` stacked hidden states after it.
+/// Same loss (the mean over all positions), same gradients up to rounding; the bench runs it
+/// next to [`janus_sgd_step`] to show what batching by hand buys over the per-timestep code.
+#[janus]
+pub fn janus_sgd_step_batched(m: &mut LstmLm, xs: &[Tensor], ys: &[Tensor], lr: f64) -> f32 {
+    let (bsz, hid) = (xs[0].dims()[0], m.wh.dims()[0]);
+    let mut h = Tensor::zeros_on([bsz, hid], xs[0].device());
+    let mut c = Tensor::zeros_on([bsz, hid], xs[0].device());
+    let gx = Tensor::cat(&xs.iter().collect::<Vec<_>>(), 0).matmul(&m.wx) + &m.b;
+    let mut hs = Vec::with_capacity(xs.len());
+    for t in 0..xs.len() {
+        let g = gx.narrow(0, t * bsz, bsz) + h.matmul(&m.wh);
+        let [i, f, gg, o] = g.chunk::<4>(1);
+        c = f.sigmoid() * &c + i.sigmoid() * gg.tanh();
+        h = o.sigmoid() * c.tanh();
+        hs.push(h.clone());
+    }
+    let logits = Tensor::cat(&hs.iter().collect::<Vec<_>>(), 0).matmul(&m.wy) + &m.by;
+    let loss = logits.cross_entropy(&Tensor::cat(&ys.iter().collect::<Vec<_>>(), 0));
+    let grads = loss.backward();
+    optim::Sgd::new(lr).step(m, &grads);
+    loss.item()
+}
+
 /// The step with gradient clipping (`clip_grad_norm_` at 5.0 written as a host decision): the
 /// decision is an assert of the speculated graph.
 #[janus]
