@@ -163,7 +163,9 @@ fn product<T: Float>(
         let main = if n > wide { n - n % wide } else { n };
         // SAFETY: the asserts above bound every element gemm reads for these m, k and columns
         // 0..main <= n of the right factor; `d` is m*n contiguous elements (rs=n, cs=1).
-        unsafe { gemm_cols(par, (m, main, k), (d.as_mut_ptr(), n), accumulate, (l, lhs_layout), (r, rhs_layout)) };
+        unsafe {
+            gemm_cols(par, (m, main, k), (d.as_mut_ptr(), n), accumulate, (l, lhs_layout), (r, rhs_layout))
+        };
         if main < n {
             tail((m, n, k), main, wide, (l, lhs_layout), (r, rhs_layout), d, accumulate, par);
         }
