@@ -1,0 +1,212 @@
+//! The products against naive sums, and the bit-level rules: accumulating and adding a bias
+//! equal a product followed by an add, signed zeros as gemm gives them, and column tails.
+
+use super::*;
+
+fn naive(m: usize, n: usize, k: usize, a: &[f64], al: MatLayout, b: &[f64], bl: MatLayout) -> Vec<f64> {
+    let mut out = vec![0.0; m * n];
+    for i in 0..m {
+        for j in 0..n {
+            for p in 0..k {
+                out[i * n + j] += a[al.offset + i * al.row_stride + p * al.col_stride]
+                    * b[bl.offset + p * bl.row_stride + j * bl.col_stride];
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn all_transpose_combinations_and_gemv() {
+    for &(m, n, k) in &[
+        (3, 4, 5),
+        (1, 7, 9),
+        (1, 3, 17),
+        (1, 2, 128),
+        (1, 40, 3),
+        (6, 1, 4),
+        (33, 65, 20),
+        (37, 2, 130),
+        (29, 4, 16),
+        (23, 40, 3),
+        (19, 17, 8),
+        (40, 1, 300),
+        // Columns past a multiple of 16: one or two by dot products, more by gemm over the
+        // last 16 (and with k < 16, or beyond gemm's 512-deep blocks).
+        (5, 17, 20),
+        (5, 18, 33),
+        (6, 21, 40),
+        (3, 31, 16),
+        (7, 65, 128),
+        (4, 66, 9),
+        (2, 33, 600),
+    ] {
+        let a: Vec<f64> = (0..m * k).map(|i| (i as f64 * 0.37).sin()).collect();
+        let b: Vec<f64> = (0..k * n).map(|i| (i as f64 * 0.11).cos()).collect();
+        for ta in [false, true] {
+            for tb in [false, true] {
+                let al =
+                    if ta { MatLayout::row_major(k, m).transposed() } else { MatLayout::row_major(m, k) };
+                let bl =
+                    if tb { MatLayout::row_major(n, k).transposed() } else { MatLayout::row_major(k, n) };
+                let want = naive(m, n, k, &a, al, &b, bl);
+                let mut got = vec![1.0; m * n];
+                matmul(MatmulDims { batch: 1, m, n, k }, &a, al, &b, bl, &mut got, false);
+                for (g, w) in got.iter().zip(&want) {
+                    assert!((g - w).abs() < 1e-12, "m={m} n={n} k={k} ta={ta} tb={tb}");
+                }
+                matmul(MatmulDims { batch: 1, m, n, k }, &a, al, &b, bl, &mut got, true);
+                for (g, w) in got.iter().zip(&want) {
+                    assert!((g - 2.0 * w).abs() < 1e-12);
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn batched_with_broadcast_rhs() {
+    let (m, n, k) = (2, 3, 4);
+    let a: Vec<f32> = (0..2 * m * k).map(|i| i as f32).collect();
+    let b: Vec<f32> = (0..k * n).map(|i| (i % 5) as f32).collect();
+    let bl = MatLayout { batch_stride: 0, ..MatLayout::row_major(k, n) };
+    let mut got = vec![0.0f32; 2 * m * n];
+    matmul(MatmulDims { batch: 2, m, n, k }, &a, MatLayout::row_major(m, k), &b, bl, &mut got, false);
+    for bi in 0..2 {
+        for i in 0..m {
+            for j in 0..n {
+                let w: f32 = (0..k).map(|p| a[bi * m * k + i * k + p] * b[p * n + j]).sum();
+                assert_eq!(got[bi * m * n + i * n + j], w);
+            }
+        }
+    }
+}
+
+#[test]
+fn batches_against_a_shared_rhs_stack_only_when_rows_line_up() {
+    let (batch, m, n, k) = (3, 5, 7, 6);
+    let a: Vec<f64> = (0..batch * m * k).map(|i| (i as f64 * 0.29).sin()).collect();
+    let b: Vec<f64> = (0..k * n).map(|i| (i as f64 * 0.13).cos()).collect();
+    let bl = MatLayout { batch_stride: 0, ..MatLayout::row_major(k, n) };
+    // Row-major batches stack; transposed ones (rows k apart within a batch, batches m*k
+    // apart) do not, and both must give the per-batch products.
+    let stacked = MatLayout::row_major(m, k);
+    let transposed = MatLayout::row_major(k, m).transposed();
+    assert_eq!(stack_batches(MatmulDims { batch, m, n, k }, stacked, bl).m, batch * m);
+    assert_eq!(stack_batches(MatmulDims { batch, m, n, k }, transposed, bl).batch, batch);
+    for al in [stacked, transposed] {
+        let mut got = vec![0.0; batch * m * n];
+        matmul(MatmulDims { batch, m, n, k }, &a, al, &b, bl, &mut got, false);
+        for bi in 0..batch {
+            let al1 = MatLayout { offset: bi * al.batch_stride, ..al };
+            let want = naive(m, n, k, &a, al1, &b, bl);
+            for (g, w) in got[bi * m * n..(bi + 1) * m * n].iter().zip(&want) {
+                assert!((g - w).abs() < 1e-12, "batch {bi} of {al:?}");
+            }
+        }
+    }
+}
+
+#[test]
+fn narrow_products_accumulate_as_a_product_then_an_add() {
+    // Shapes of each narrow kernel, in every layout of the left operand.
+    for (m, n, k) in [(9, 20, 3), (7, 2, 40), (6, 4, 17)] {
+        let a: Vec<f32> = (0..m * k).map(|i| (i as f32 * 0.7).sin()).collect();
+        let b: Vec<f32> = (0..k * n).map(|i| (i as f32 * 0.3).cos()).collect();
+        let c: Vec<f32> = (0..m * n).map(|i| (i as f32 * 1.3).sin() * 1e3).collect();
+        for al in [MatLayout::row_major(m, k), MatLayout::row_major(k, m).transposed()] {
+            let dims = MatmulDims { batch: 1, m, n, k };
+            let bl = MatLayout::row_major(k, n);
+            let mut want = vec![0.0f32; m * n];
+            matmul(dims, &a, al, &b, bl, &mut want, false);
+            want.iter_mut().zip(&c).for_each(|(w, &x)| *w += x);
+            let mut got = c.clone();
+            matmul(dims, &a, al, &b, bl, &mut got, true);
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&got), bits(&want), "m={m} n={n} k={k} {al:?}");
+        }
+    }
+}
+
+#[test]
+fn column_tails_give_the_bits_of_a_product_then_an_add_and_do_not_depend_on_the_rows() {
+    // The columns past a multiple of 16 run apart from the rest (`product`, `tail`), by
+    // dot products or by gemm over the last 16 columns: accumulating and adding a bias
+    // must still equal the product followed by an add, bit for bit, and a product split
+    // by rows (the CPU backend's two workers) must give the whole product's bits.
+    for (m, n, k) in [(6, 17, 20), (6, 18, 33), (6, 21, 40), (4, 66, 9), (8, 65, 128)] {
+        let a: Vec<f32> = (0..m * k).map(|i| (i as f32 * 0.7).sin()).collect();
+        let b: Vec<f32> = (0..k * n).map(|i| (i as f32 * 0.3).cos()).collect();
+        let c: Vec<f32> = (0..m * n).map(|i| (i as f32 * 1.3).sin() * 1e3).collect();
+        let row: Vec<f32> = (0..n).map(|j| [0.0, -0.0, 1.5, -2.25][j % 4]).collect();
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        let bl = MatLayout::row_major(k, n);
+        for al in [MatLayout::row_major(m, k), MatLayout::row_major(k, m).transposed()] {
+            let dims = MatmulDims { batch: 1, m, n, k };
+            let mut whole = vec![0.0f32; m * n];
+            matmul(dims, &a, al, &b, bl, &mut whole, false);
+            let mut want = whole.clone();
+            want.iter_mut().zip(&c).for_each(|(w, &x)| *w += x);
+            let mut got = c.clone();
+            matmul(dims, &a, al, &b, bl, &mut got, true);
+            assert_eq!(bits(&got), bits(&want), "accumulating m={m} n={n} k={k} {al:?}");
+            let mut want = whole.clone();
+            want.chunks_exact_mut(n).for_each(|r| r.iter_mut().zip(&row).for_each(|(x, &y)| *x += y));
+            let mut got = vec![7.0f32; m * n];
+            matmul_bias(dims, &a, al, &b, bl, &row, &mut got);
+            assert_eq!(bits(&got), bits(&want), "bias m={m} n={n} k={k} {al:?}");
+            let half = m / 2;
+            let mut halves = vec![0.0f32; m * n];
+            let (lo, hi) = halves.split_at_mut(half * n);
+            matmul(MatmulDims { m: half, ..dims }, &a, al, &b, bl, lo, false);
+            let al_hi = MatLayout { offset: half * al.row_stride, ..al };
+            matmul(MatmulDims { m: m - half, ..dims }, &a, al_hi, &b, bl, hi, false);
+            assert_eq!(bits(&halves), bits(&whole), "row halves m={m} n={n} k={k} {al:?}");
+        }
+    }
+}
+
+#[test]
+fn products_that_underflow_below_zero_give_positive_zero_as_gemm_does() {
+    // Every product is -1e-60, which rounds to -0.0 in f32: an FMA chain from +0.0 ends at
+    // -0.0, gemm plus its epilogue at +0.0. Each narrow kernel, plain, accumulating into
+    // -0.0, and with a bias row of -0.0.
+    for (m, n, k) in [(3, 16, 3), (3, 2, 20), (20, 3, 17), (3, 17, 20), (3, 21, 5)] {
+        let a = vec![-1e-30f32; m * k];
+        let b = vec![1e-30f32; k * n];
+        for al in [MatLayout::row_major(m, k), MatLayout::row_major(k, m).transposed()] {
+            let dims = MatmulDims { batch: 1, m, n, k };
+            let bl = MatLayout::row_major(k, n);
+            let mut plain = vec![7.0f32; m * n];
+            matmul(dims, &a, al, &b, bl, &mut plain, false);
+            let mut acc = vec![-0.0f32; m * n];
+            matmul(dims, &a, al, &b, bl, &mut acc, true);
+            let mut biased = vec![7.0f32; m * n];
+            matmul_bias(dims, &a, al, &b, bl, &vec![-0.0f32; n], &mut biased);
+            for (name, v) in [("plain", &plain), ("accumulating", &acc), ("bias", &biased)] {
+                assert!(v.iter().all(|x| x.to_bits() == 0), "{name} m={m} n={n} k={k} {al:?}: {v:?}");
+            }
+        }
+    }
+}
+
+#[test]
+fn a_bias_row_gives_the_bits_of_a_product_then_an_add() {
+    // Zero rows of `a` make every product in them a sum of zeros; the bias row holds both
+    // signed zeros, so the sign rules of the two routes are compared too.
+    for (m, n, k) in [(4, 5, 3), (1, 6, 4), (3, 2, 0)] {
+        let a: Vec<f32> =
+            (0..m * k).map(|i| if i / k.max(1) == 1 { -0.0 } else { (i as f32 * 0.7).sin() }).collect();
+        let b: Vec<f32> = (0..k * n).map(|i| (i as f32 * 0.3).cos()).collect();
+        let row: Vec<f32> = (0..n).map(|j| [0.0, -0.0, 1.5, -2.25][j % 4]).collect();
+        let dims = MatmulDims { batch: 1, m, n, k };
+        let (al, bl) = (MatLayout::row_major(m, k), MatLayout::row_major(k, n));
+        let mut want = vec![7.0f32; m * n];
+        matmul(dims, &a, al, &b, bl, &mut want, false);
+        want.chunks_exact_mut(n).for_each(|r| r.iter_mut().zip(&row).for_each(|(x, &c)| *x += c));
+        let mut got = vec![7.0f32; m * n];
+        matmul_bias(dims, &a, al, &b, bl, &row, &mut got);
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&got), bits(&want), "m={m} n={n} k={k}");
+    }
+}
