@@ -617,5 +617,9 @@ fn peak_table(rows: &[Row]) -> f64 {
             100.0 * floor / ms
         ))
     );
+    let tails = peak::column_tail_us(9);
+    let cells: Vec<String> =
+        tails.iter().map(|(m, k, n, us)| format!("[{m},{k}]@[{k},{n}] {us:.2}")).collect();
+    println!("Column tails (one thread, median of 9, µs): {}", cells.join(", "));
     peak
 }

@@ -50,6 +50,26 @@ pub fn lstm_step_gemm_floor_ms(t: usize, b: usize, v: usize, h: usize, runs: usi
     ms / 2.0
 }
 
+/// Products whose result has a column count past a multiple of 16 (the LSTM's output layer
+/// `[16, 128] @ [128, 65]` and its weight gradient's half `[128, 512] @ [512, 65]`) next to
+/// the multiple of 16 below, on one thread: `(m, k, n, µs)` per product, the median of `runs`.
+/// `janus_kernels::matmul` runs the extra columns apart (its `tail`), so the gap stays small.
+pub fn column_tail_us(runs: usize) -> Vec<(usize, usize, usize, f64)> {
+    let shapes = [
+        (16, 128, 64),
+        (16, 128, 65),
+        (16, 128, 80),
+        (16, 128, 81),
+        (16, 128, 128),
+        (16, 128, 129),
+        (128, 512, 64),
+        (128, 512, 65),
+    ];
+    janus_kernels::parallel::serial(|| {
+        shapes.iter().map(|&(m, k, n)| (m, k, n, 1e3 * product_ms(m, k, n, runs))).collect()
+    })
+}
+
 /// The median time of one `[m, k] @ [k, n]` product, in ms.
 fn product_ms(m: usize, k: usize, n: usize, runs: usize) -> f64 {
     let mut times = product_times(m, k, n, runs);

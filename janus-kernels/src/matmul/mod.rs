@@ -249,7 +249,8 @@ fn tail<T: Float>(
 ) {
     let dots = n - main <= NARROW_TAIL && k >= 16 && (ll.col_stride == 1 || ll.row_stride == 1);
     let (w, c0) = if dots { (n - main, main) } else { (wide, n - wide) };
-    let mut t = vec![T::ZERO; m * w];
+    // On the stack for the usual few rows (the LSTM's halves: 16 x 1 or 16 x 16).
+    let mut t: smallvec::SmallVec<[T; 512]> = smallvec::smallvec![T::ZERO; m * w];
     let rc = &r[c0 * rl.col_stride..];
     if narrow((m, w, k), (l, ll), (rc, rl), &mut t, false, None).is_none() {
         // SAFETY: `product` checked the operands' bounds for all n columns, of which these are
