@@ -16,6 +16,30 @@ fn naive(m: usize, n: usize, k: usize, a: &[f64], al: MatLayout, b: &[f64], bl: 
     out
 }
 
+/// The narrow kernels (a contraction of at most 8, or at most 4 result columns) on right
+/// factors whose rows or columns are padded or offset, each way round.
+#[test]
+fn narrow_products_read_padded_right_factors() {
+    for &(m, n, k) in &[(9, 20, 3), (9, 40, 8), (11, 1, 40), (11, 3, 33), (5, 4, 16)] {
+        let a: Vec<f64> = (0..m * k).map(|i| (i as f64 * 0.29).sin()).collect();
+        let b: Vec<f64> = (0..(k + 3) * (n + 5)).map(|i| (i as f64 * 0.13).cos()).collect();
+        let layouts = [
+            MatLayout { offset: 0, batch_stride: 0, row_stride: n + 5, col_stride: 1 },
+            MatLayout { offset: 0, batch_stride: 0, row_stride: 1, col_stride: k + 3 },
+            MatLayout { offset: 2, batch_stride: 0, row_stride: n, col_stride: 1 },
+            MatLayout { offset: 2, batch_stride: 0, row_stride: 1, col_stride: k },
+        ];
+        for bl in layouts {
+            let want = naive(m, n, k, &a, MatLayout::row_major(m, k), &b, bl);
+            let mut got = vec![0.0; m * n];
+            matmul(MatmulDims { batch: 1, m, n, k }, &a, MatLayout::row_major(m, k), &b, bl, &mut got, false);
+            for (g, w) in got.iter().zip(&want) {
+                assert!((g - w).abs() < 1e-12, "m={m} n={n} k={k} {bl:?}: {g} against {w}");
+            }
+        }
+    }
+}
+
 #[test]
 fn all_transpose_combinations_and_gemv() {
     for &(m, n, k) in &[
