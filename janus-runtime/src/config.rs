@@ -9,7 +9,7 @@
 //! | `JANUS_SERIAL=1` | run compiled steps on the calling thread only (no two-worker schedule) |
 //! | `JANUS_PARALLEL=force` | testing: split every splittable step in halves and run every compiled program on two workers |
 //! | `JANUS_PROFILE=1` | time every CPU executor step (serially); [`crate::profile_report`] prints the table |
-//! | `JANUS_TIMELINE=FILE` | append one two-worker run in 500 to FILE, step by step: worker, start, end, what |
+//! | `JANUS_TIMELINE=FILE` | append one two-worker run in 500 to FILE, step by step: worker, start, end, what, `#` step, `w` worker meant for |
 //! | `JANUS_MODE=eager\|janus\|check` | how `#[janus]` functions run (default `janus`) |
 //! | `JANUS_CHECK_EVERY=N` | in `janus` mode, also check every N-th replay of each variant against eager execution |
 //! | `JANUS_SELF_CHECK=0` | turn off the sampled self-check (replays 1, 2, 4, ..., 4096, then every 4096th) |

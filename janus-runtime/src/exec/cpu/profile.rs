@@ -68,7 +68,9 @@ impl Timeline {
         self.events.lock().unwrap().push((s as u32, w, start, end));
     }
 
-    /// Appends the run to the timeline file: a summary line, then one line per step by start.
+    /// Appends the run to the timeline file: a summary line, then one line per step by start:
+    /// the worker that ran it, start and end (µs), what it did, `#` its index, `w` the worker
+    /// it was meant for.
     pub(crate) fn write(self, l: &Lowered) {
         let wall = self.t0.elapsed().as_secs_f64() * 1e6;
         let mut ev = self.events.into_inner().unwrap();
@@ -84,7 +86,11 @@ impl Timeline {
         );
         for (s, w, a, b) in ev {
             let (a, b) = (a as f64 / 1e3, b as f64 / 1e3);
-            let _ = writeln!(out, "{w} {a:9.1} {b:9.1} {:8.1}  {}", b - a, label(l, &l.steps[s as usize]));
+            let step = &l.steps[s as usize];
+            // The step's index and the worker it is meant for (0: either), to follow it into
+            // `JANUS_SCHED_DEBUG=2`'s list of predecessors.
+            let _ =
+                writeln!(out, "{w} {a:9.1} {b:9.1} {:8.1}  {} #{s} w{}", b - a, label(l, step), step.worker);
         }
         let path = crate::config::config().timeline.as_ref().expect("sampled only when set");
         let file = std::fs::OpenOptions::new().create(true).append(true).open(path);

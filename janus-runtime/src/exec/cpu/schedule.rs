@@ -108,11 +108,15 @@ pub(crate) fn build(l: &Lowered) -> Schedule {
     let critical = rank.iter().copied().max().unwrap_or(0);
     if std::env::var("JANUS_SCHED_DEBUG").is_ok_and(|v| v == "2") {
         for s in 0..n {
+            // Its worker (0: either), and the steps it waits for: the values it reads, and the
+            // readers and writers of any arena range it reuses (`memory::dependencies`).
             eprintln!(
-                "step {s:4} cost {:9} rank {:10} {}",
+                "step {s:4} w{} cost {:9} rank {:10} {} <- {:?}",
+                l.steps[s].worker,
                 costs[s],
                 rank[s],
-                super::profile::label(l, &l.steps[s])
+                super::profile::label(l, &l.steps[s]),
+                preds_of[s]
             );
         }
     }
