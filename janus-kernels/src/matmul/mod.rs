@@ -247,15 +247,20 @@ fn tail<T: Float>(
     accumulate: bool,
     par: Parallelism,
 ) {
-    let dots = n - main <= NARROW_TAIL && k >= 16 && (ll.col_stride == 1 || ll.row_stride == 1);
-    let (w, c0) = if dots { (n - main, main) } else { (wide, n - wide) };
     // On the stack for the usual few rows (the LSTM's halves: 16 x 1 or 16 x 16).
-    let mut t: smallvec::SmallVec<[T; 512]> = smallvec::smallvec![T::ZERO; m * w];
-    let rc = &r[c0 * rl.col_stride..];
-    if narrow((m, w, k), (l, ll), (rc, rl), &mut t, false, None).is_none() {
-        // SAFETY: `product` checked the operands' bounds for all n columns, of which these are
-        // c0..n; `t` is m*w contiguous elements (rs=w).
-        unsafe { gemm_cols(par, (m, w, k), (t.as_mut_ptr(), w), false, (l, ll), (rc, rl)) };
+    let mut t: smallvec::SmallVec<[T; 512]> = smallvec::smallvec![T::ZERO; m * (n - main)];
+    let cols = |c0: usize| &r[c0 * rl.col_stride..];
+    // `narrow` declines shapes and layouts it has no dot-product kernel for.
+    let dots = n - main <= NARROW_TAIL
+        && narrow((m, n - main, k), (l, ll), (cols(main), rl), &mut t, false, None).is_some();
+    let (w, c0) = if dots { (n - main, main) } else { (wide, n - wide) };
+    if !dots {
+        t.resize(m * w, T::ZERO);
+        if narrow((m, w, k), (l, ll), (cols(c0), rl), &mut t, false, None).is_none() {
+            // SAFETY: `product` checked the operands' bounds for all n columns, of which these
+            // are c0..n; `t` is m*w contiguous elements (rs=w).
+            unsafe { gemm_cols(par, (m, w, k), (t.as_mut_ptr(), w), false, (l, ll), (cols(c0), rl)) };
+        }
     }
     for (row, tr) in d.chunks_exact_mut(n).zip(t.chunks_exact(w)) {
         for (o, &x) in row[main..].iter_mut().zip(&tr[main - c0..]) {
