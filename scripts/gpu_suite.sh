@@ -10,7 +10,11 @@
 #                                      CUDA rows, the examples with --device cuda, and the
 #                                      PyTorch peers with the machine's own python3; writes
 #                                      OUT/results.md plus one log per stage. QUICK=1 runs the
-#                                      tests only.
+#                                      tests only, QUICK=2 everything but the PyTorch peers.
+#                                      STAGES="tests bench ..." runs only the stages named
+#                                      (tests bench lstm_charlm lstm_check cartpole tree_rnn
+#                                      peers_lstm peers). Each stage has a time limit, so a hang
+#                                      still leaves logs.
 #
 # With the device tool: run `build`, then carry DIR and call
 #   bash scripts/gpu_suite.sh run target/gpu-suite $OUT
@@ -39,11 +43,12 @@ for l in sys.stdin:
     du -sh "$dir"
 }
 
-stage() { # name, command...: runs, logs to OUT/name.log, records pass/fail and seconds
-    local name=$1; shift
+stage() { # name, seconds, command...: runs under a time limit, logs to OUT/name.log, records
+    # pass/fail and seconds (a stage that outlives its limit is killed and recorded as 124)
+    local name=$1 limit=$2; shift 2
     local t0=$SECONDS
-    echo "=== $name: $*"
-    "$@" > "$OUT/$name.log" 2>&1
+    echo "=== $name (limit ${limit}s): $*"
+    timeout -k 5 "$limit" "$@" > "$OUT/$name.log" 2>&1
     local rc=$?
     tail -n 25 "$OUT/$name.log"
     echo "| $name | $([ $rc = 0 ] && echo pass || echo "FAIL ($rc)") | $((SECONDS - t0)) s |" >> "$OUT/results.md"
@@ -53,16 +58,23 @@ run() {
     local dir=$1; OUT=$2; local quick=${3:-0}
     mkdir -p "$OUT"
     export JANUS_REQUIRE_CUDA=1 JANUS_CACHE_DIR=/tmp/janus-cache RUST_BACKTRACE=1
+    # The CUDA fuzz runs programs in seed order for this long (it prints how many ran).
+    export JANUS_CUDA_FUZZ_SECONDS=${JANUS_CUDA_FUZZ_SECONDS:-90}
     { echo "# GPU suite, $(date -u +%F\ %H:%M) UTC"; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader;
       echo; echo "| stage | result | time |"; echo "|---|---|---|"; } > "$OUT/results.md"
-    stage tests "$dir/cuda_tests" --test-threads=1 --nocapture
+    want() { [ -z "${STAGES:-}" ] || [[ " $STAGES " == *" $1 "* ]]; }
+    want tests && stage tests 240 "$dir/cuda_tests" --test-threads=1 --nocapture
     if [ "$quick" = 1 ]; then cat "$OUT/results.md"; return; fi
-    stage bench "$dir/bench" --device cuda
-    stage lstm_charlm "$dir/lstm_charlm" --device cuda --steps 300 --plot ""
-    stage cartpole "$dir/cartpole" --device cuda --envs 256
-    stage tree_rnn "$dir/tree_rnn" --device cuda
-    if [ -d "$dir/refbench" ]; then
-        stage peers bash "$dir/refbench/gpu_anchors.sh" "$OUT"
+    want bench && stage bench 100 "$dir/bench" --device cuda
+    want lstm_charlm && stage lstm_charlm 60 "$dir/lstm_charlm" --device cuda --steps 300 --plot ""
+    want lstm_check && stage lstm_check 45 "$dir/lstm_charlm" --device cuda --mode check --steps 20 --sample 0 --plot ""
+    want cartpole && stage cartpole 60 "$dir/cartpole" --device cuda --envs 256 --episodes 10000
+    want tree_rnn && stage tree_rnn 45 "$dir/tree_rnn" --device cuda
+    if [ -d "$dir/refbench" ] && [ "$quick" != 2 ]; then
+        # The LSTM step's PyTorch anchors alone (`peers_lstm`), or every GPU anchor (`peers`).
+        want peers_lstm && stage peers_lstm 240 bash -c "cd $dir/refbench && for m in eager cudnn compile_cudagraphs; do
+            python3 lstm_torch.py --mode \$m --steps 50 --device cuda --json-out $OUT/gpu_anchors.jsonl | grep ^RESULT; done"
+        want peers && stage peers 300 bash "$dir/refbench/gpu_anchors.sh" "$OUT"
     fi
     cat "$OUT/results.md"
 }

@@ -2,7 +2,9 @@
 //! CPU, eagerly on CUDA, and compiled on CUDA (a `janus::trace` replay, through a CUDA graph
 //! from the second replay on); values and gradients must agree within `tol`.
 //!
-//! `JANUS_CUDA_FUZZ_PROGRAMS=N` runs N programs (default 2000).
+//! `JANUS_CUDA_FUZZ_PROGRAMS=N` runs N programs (default 2000); `JANUS_CUDA_FUZZ_SECONDS=S`
+//! stops after S seconds, and the count that ran is printed. A failure names the program, the
+//! call, and for a panic its place and the janus frames of its backtrace.
 
 #[path = "../fuzz/program.rs"]
 #[allow(dead_code)]
@@ -80,36 +82,72 @@ fn check(p: &Program, dev: Device) -> Result<(), String> {
     Ok(())
 }
 
+thread_local! {
+    /// Where the last panic on this thread happened, and its backtrace's janus frames.
+    static PANIC_AT: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) };
+}
+
+/// The frames of a backtrace inside janus (the failing program's path through the runtime).
+fn janus_frames(bt: &std::backtrace::Backtrace) -> String {
+    let text = bt.to_string();
+    let frames: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| l.contains("janus") && !l.contains("panicking") && !l.starts_with("at "))
+        .take(12)
+        .collect();
+    frames.join("\n    ")
+}
+
 #[test]
 fn cuda_programs_match_the_cpu() {
     let Some(dev) = cuda() else { return };
     janus::set_self_check(false);
-    let count: u64 =
-        std::env::var("JANUS_CUDA_FUZZ_PROGRAMS").ok().and_then(|v| v.parse().ok()).unwrap_or(2000);
+    let env = |k: &str| std::env::var(k).ok().and_then(|v| v.parse::<u64>().ok());
+    let count = env("JANUS_CUDA_FUZZ_PROGRAMS").unwrap_or(2000);
+    // A time budget (the GPU suite sets one): the programs run in seed order until it is spent,
+    // and the count that ran is printed.
+    let deadline =
+        env("JANUS_CUDA_FUZZ_SECONDS").map(|s| std::time::Instant::now() + std::time::Duration::from_secs(s));
     let hook = std::panic::take_hook();
-    std::panic::set_hook(Box::new(|_| {}));
-    let mut failures = Vec::new();
+    std::panic::set_hook(Box::new(|info| {
+        let bt = std::backtrace::Backtrace::force_capture();
+        let at = info.location().map(|l| l.to_string()).unwrap_or_default();
+        PANIC_AT.with(|p| *p.borrow_mut() = format!("at {at}\n    {}", janus_frames(&bt)));
+    }));
+    let (mut failures, mut failing, mut ran) = (Vec::new(), Vec::new(), 0);
     for seed in 0..count {
+        if deadline.is_some_and(|d| std::time::Instant::now() > d) {
+            break;
+        }
+        ran += 1;
         let p = generate(seed);
         let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| check(&p, dev)));
         let r = r.unwrap_or_else(|e| {
             Err(format!(
-                "panic: {}",
+                "panic: {} {}",
                 e.downcast_ref::<String>()
                     .cloned()
                     .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
-                    .unwrap_or_default()
+                    .unwrap_or_default(),
+                PANIC_AT.with(|p| p.borrow().clone())
             ))
         });
         program::set_device(Device::Cpu);
         if let Err(why) = r {
-            failures.push(format!("seed {seed}: {why}\n{p:?}"));
-            if failures.len() >= 5 {
-                break;
+            failing.push(seed);
+            if failures.len() < 8 {
+                failures.push(format!("seed {seed}: {why}\n{p:?}"));
             }
         }
     }
     std::panic::set_hook(hook);
-    assert!(failures.is_empty(), "{} failing programs:\n\n{}", failures.len(), failures.join("\n\n"));
-    println!("{count} programs: CUDA == CPU");
+    assert!(
+        failures.is_empty(),
+        "{} of {ran} programs fail (seeds {failing:?}); the first {}:\n\n{}",
+        failing.len(),
+        failures.len(),
+        failures.join("\n\n")
+    );
+    println!("{ran} programs: CUDA == CPU");
 }

@@ -92,3 +92,35 @@ fn traced_graph_replays_as_a_cuda_graph() {
         assert!(graphs >= 3, "{d}: {graphs} CUDA-graph replays, {plain} plain runs");
     }
 }
+
+/// A traced convolution with max and average pooling on CUDA: the sliding windows run on the
+/// host, so the plan is never captured as a CUDA graph (a capture would record an upload from a
+/// host buffer that is gone by the replay). Every call, values and gradients, equals the CPU.
+#[test]
+fn windows_on_cuda_run_step_by_step_and_match_the_cpu() {
+    let Some(dev) = cuda() else { return };
+    let opts = janus::Conv2dOptions { padding: [1, 1], ..Default::default() };
+    let body = move |x: &[Tensor]| {
+        let h = x[0].conv2d(&x[1], Some(&x[2]), opts).relu();
+        vec![h.max_pool2d([2, 2], [2, 2], [0, 0]), h.avg_pool2d([2, 2], [1, 1], [0, 0]).sum_all()]
+    };
+    let f = trace(body);
+    let w = Tensor::randn([4, 3, 3, 3]).requires_grad();
+    let b = Tensor::randn([4]);
+    let (wg, bg) = (no_grad(|| w.to_device(dev)).requires_grad(), b.to_device(dev));
+    for call in 0..5 {
+        let x = Tensor::randn([2, 3, 6, 6]);
+        let want = body(&[x.clone(), w.clone(), b.clone()]);
+        let got = f.run(&[x.to_device(dev), wg.clone(), bg.clone()]);
+        for (k, (g, e)) in got.iter().zip(&want).enumerate() {
+            assert_eq!(g.device(), dev);
+            let err = rel_error(g, e).unwrap();
+            assert!(err <= 10.0 * tol(DType::F32), "call {call} output {k}: {err}");
+        }
+        let (gw, ew) = ((&got[0].sum_all() + &got[1]).backward(), (&want[0].sum_all() + &want[1]).backward());
+        let err = rel_error(gw.get(&wg).unwrap(), ew.get(&w).unwrap()).unwrap();
+        assert!(err <= 10.0 * tol(DType::F32), "call {call} weight gradient: {err}");
+    }
+    let (graphs, plain) = f.compiled().expect("compiled").cuda_runs();
+    assert_eq!(graphs, 0, "{plain} plain runs");
+}

@@ -192,6 +192,11 @@ impl CudaDevice {
         CAPTURE.with(|c| c.borrow().as_ref().map(|(s, _)| *s)).unwrap_or(self.stream) as sys::CUstream
     }
 
+    /// Whether this thread is capturing a CUDA graph.
+    pub fn capturing(&self) -> bool {
+        CAPTURE.with(|c| c.borrow().is_some())
+    }
+
     /// The device's own stream (where graphs are launched).
     pub fn main_stream(&self) -> sys::CUstream {
         self.stream as sys::CUstream
@@ -251,6 +256,10 @@ impl CudaDevice {
         if bytes.is_empty() {
             return Ok(());
         }
+        if self.capturing() {
+            // The driver would record the host address, and a replay read whatever is there.
+            return Err(CudaError::NotCapturable("a copy from host memory".into()));
+        }
         self.bind()?;
         // SAFETY: `dst` has room for `bytes` (the caller's allocation); pageable sources are
         // staged by the driver before the call returns.
@@ -282,6 +291,9 @@ impl CudaDevice {
     /// Copies device bytes to the host: waits for all work enqueued so far, then reports a fault
     /// that an index kernel flagged since the last synchronisation.
     pub fn download(&self, src: u64, out: &mut [u8]) -> Result<(), CudaError> {
+        if self.capturing() {
+            return Err(CudaError::NotCapturable("a read to the host".into()));
+        }
         self.bind()?;
         let mut word = [0u8; 4];
         let stream = self.main_stream();

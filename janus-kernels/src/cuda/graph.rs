@@ -131,8 +131,8 @@ impl CapturedGraph {
         }
     }
 
-    /// Replaces the arguments of kernel node `node` (launching `f` over `grid` blocks) for the
-    /// next launches; launches already enqueued keep the old ones.
+    /// Replaces the arguments of kernel node `node` (launching `f` over a `grid` of `(x, y)`
+    /// blocks) for the next launches; launches already enqueued keep the old ones.
     ///
     /// # Safety
     /// As for [`CudaDevice::launch`]: the arguments must match `f`'s parameters and address
@@ -141,7 +141,7 @@ impl CapturedGraph {
         &self,
         node: usize,
         f: sys::CUfunction,
-        grid: u32,
+        grid: (u32, u32),
         mut args: super::launch::Args,
     ) -> Result<(), CudaError> {
         self.dev.bind()?;
@@ -156,8 +156,8 @@ impl CapturedGraph {
             )?;
             debug_assert!(p.func == f, "set_kernel_args: the node launches another function");
             p.extra = std::ptr::null_mut();
-            p.gridDimX = grid;
-            p.gridDimY = 1;
+            p.gridDimX = grid.0;
+            p.gridDimY = grid.1;
             p.gridDimZ = 1;
             p.blockDimX = super::launch::BLOCK;
             p.blockDimY = 1;

@@ -76,6 +76,16 @@ pub fn grid_for(units: usize, sm_count: u32) -> u32 {
     want.min(sm_count as usize * 16).max(1) as u32
 }
 
+/// The grid of a stage copy of `entries` copies, the largest `max_bytes` long: `(x, y)` with y
+/// one row of blocks per entry and x enough 16-byte moves per thread to cover the largest,
+/// up to 4 blocks per SM in all (the copies are bandwidth bound).
+pub fn stage_grid(entries: usize, max_bytes: usize, sm_count: u32) -> (u32, u32) {
+    let y = entries.max(1);
+    let want = max_bytes.div_ceil(16 * BLOCK as usize).max(1);
+    let cap = (sm_count as usize * 4).div_ceil(y).max(1);
+    (want.min(cap) as u32, y as u32)
+}
+
 /// Blocks for `units` units of one warp each.
 pub fn grid_for_warps(units: usize, sm_count: u32) -> u32 {
     grid_for(units.saturating_mul(32), sm_count)

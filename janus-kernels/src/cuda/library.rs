@@ -113,8 +113,9 @@ pub enum Kernel {
     Multinomial(DType),
     /// `(key, counter + offset)` from a stream state.
     RngState,
-    /// Copies listed in a table passed by value, one block per entry; the table holds up to
-    /// this many entries (graph replays update it in place of the copies' addresses).
+    /// Copies listed in a table passed by value (grid y: the entry; grid x: blocks sharing its
+    /// bytes); the table holds up to this many entries (graph replays update it in place of
+    /// the copies' addresses).
     Stage(usize),
     /// The same copies, a second entry point, so a graph's input and output stages are told
     /// apart.
@@ -439,18 +440,23 @@ extern "C" __global__ void multinomial_f64(i64 r, i64 c, const double* p, const 
 
 // ---- staging copies for graph replays ---------------------------------------------------
 // Entry: copy `bytes` from `src` to `dst`; `src == 0` copies from the table's inline words,
-// starting at word `inl`. One block per entry.
+// starting at word `inl`. Grid: y picks the entry, the x blocks split its bytes (a grid-stride
+// loop), in 16-byte moves where both ends and the length allow, else 4-byte or single bytes.
 struct Entry { u64 dst; u64 src; u64 bytes; u64 inl; };
 template<int N> struct Table { u64 n; u64 inl[32]; Entry e[N]; };
 template<int N> __device__ void stage(const Table<N>& t) {
-  if (blockIdx.x >= t.n) return;
-  const Entry e = t.e[blockIdx.x];
+  if (blockIdx.y >= t.n) return;
+  const Entry e = t.e[blockIdx.y];
   const unsigned char* s = e.src ? (const unsigned char*)e.src : (const unsigned char*)&t.inl[e.inl];
   unsigned char* d = (unsigned char*)e.dst;
-  if (((e.dst | (u64)s | e.bytes) & 3) == 0) {
-    for (u64 i = threadIdx.x; i < e.bytes / 4; i += blockDim.x) ((u32*)d)[i] = ((const u32*)s)[i];
+  const u64 first = (u64)blockIdx.x * blockDim.x + threadIdx.x, step = (u64)gridDim.x * blockDim.x;
+  const u64 align = e.dst | (u64)s | e.bytes;
+  if (e.src && (align & 15) == 0) {
+    for (u64 i = first; i < e.bytes / 16; i += step) ((uint4*)d)[i] = ((const uint4*)s)[i];
+  } else if ((align & 3) == 0) {
+    for (u64 i = first; i < e.bytes / 4; i += step) ((u32*)d)[i] = ((const u32*)s)[i];
   } else {
-    for (u64 i = threadIdx.x; i < e.bytes; i += blockDim.x) d[i] = s[i];
+    for (u64 i = first; i < e.bytes; i += step) d[i] = s[i];
   }
 }
 extern "C" __global__ void stage_8(const Table<8> t) { stage(t); }

@@ -69,6 +69,11 @@ pub enum CudaError {
     /// cuBLAS is missing or failed.
     #[error("cuBLAS: {0}")]
     Blas(String),
+    /// Work that a CUDA graph cannot hold was asked for while this thread captures one: a
+    /// copy from host memory (the graph would keep the host address, which is gone by the
+    /// replay) or a read to the host (nothing has run yet during a capture).
+    #[error("{0} cannot be captured in a CUDA graph")]
+    NotCapturable(String),
     /// A kernel flagged bad input (found at the next synchronisation).
     #[error("{op}: {what} (detected on the device, reported at this synchronisation)")]
     Fault {

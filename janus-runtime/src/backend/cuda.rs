@@ -368,6 +368,7 @@ pub(crate) fn compute(op: &Op, x: &[&Tensor], ty: &TensorType, ordinal: usize) -
         }
         // No CUDA kernels for the sliding windows yet: they run on the host, like sorting.
         Op::Unfold(_) | Op::Fold(_) | Op::MaxPool2d(_) | Op::MaxPool2dBackward(_) => {
+            debug_assert!(runs_on_host(op));
             let host: Vec<Tensor> = x.iter().map(|t| download(t)).collect();
             let refs: Vec<&Tensor> = host.iter().collect();
             let data = op.compute_cpu(&refs, ty);
@@ -375,6 +376,13 @@ pub(crate) fn compute(op: &Op, x: &[&Tensor], ty: &TensorType, ordinal: usize) -
             upload(&out, ordinal).data().clone()
         }
     }
+}
+
+/// Whether `op`'s CUDA kernel is a round trip through the host (download, compute on the CPU,
+/// upload): such a step cannot be captured in a CUDA graph, which would replay the upload from
+/// a host buffer that no longer exists.
+pub(crate) fn runs_on_host(op: &Op) -> bool {
+    matches!(op, Op::ArgSort(_) | Op::Unfold(_) | Op::Fold(_) | Op::MaxPool2d(_) | Op::MaxPool2dBackward(_))
 }
 
 /// Where a random op reads its stream position: the host state of eager code, or the device

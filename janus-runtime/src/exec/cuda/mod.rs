@@ -282,11 +282,13 @@ impl CudaPlan {
                     }
                 }
                 StepKind::Copy { x, out } => {
-                    let vo = val(*out);
-                    let st = vo.shape.contiguous_strides();
+                    // A reshape of a strided value: `x` in row-major order into `out`'s dense
+                    // region, viewed in `x`'s shape (the shapes differ; the counts agree).
+                    let (vx, vo) = (val(*x), val(*out));
+                    let st = vx.shape.contiguous_strides();
                     let dst =
-                        View { ptr: b.dst(vo), dtype: vo.dtype, shape: &vo.shape, strides: &st, offset: 0 };
-                    ko::copy(dev, b.view(val(*x)), dst)?;
+                        View { ptr: b.dst(vo), dtype: vo.dtype, shape: &vx.shape, strides: &st, offset: 0 };
+                    ko::copy(dev, b.view(vx), dst)?;
                 }
                 StepKind::RngState { rng, offset, out } => {
                     ko::rng_state(dev, b.dst(val(*rng)), *offset, b.dst(val(*out)))?

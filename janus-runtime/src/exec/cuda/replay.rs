@@ -2,12 +2,12 @@
 //! buffers, the capture itself, and the `stage` copy tables updated before each replay.
 
 use super::{Bases, CudaPlan};
-use crate::backend::cuda::view;
+use crate::backend::cuda::{runs_on_host, view};
 use crate::exec::lower::{BufRef, Lowered, StepKind};
 use crate::tensor::Tensor;
 use crate::{DType, Device};
 use janus_kernels::cuda::graph::{CapturedGraph, capture};
-use janus_kernels::cuda::launch::Args;
+use janus_kernels::cuda::launch::{Args, stage_grid};
 use janus_kernels::cuda::library::{Kernel, STAGE_INLINE_WORDS, STAGE_SIZES};
 use janus_kernels::cuda::{CudaError, DeviceBuffer};
 use std::sync::Arc;
@@ -47,10 +47,12 @@ impl CudaPlan {
         if l.outputs.iter().any(|&o| matches!(l.vals[o].as_ref().map(|v| v.buf), Some(BufRef::Memo(_)))) {
             return Err("an output views a memoised copy".into());
         }
-        // A host round trip (argsort sorts on the host) cannot be captured in a CUDA graph.
-        if l.steps.iter().any(|s| matches!(&s.kind, StepKind::Generic { op: crate::ops::Op::ArgSort(_), .. }))
-        {
-            return Err("argsort runs on the host".into());
+        // A host round trip (sorting, the sliding windows) cannot be captured in a CUDA graph.
+        if let Some(op) = l.steps.iter().find_map(|s| match &s.kind {
+            StepKind::Generic { op, .. } if runs_on_host(op) => Some(op),
+            _ => None,
+        }) {
+            return Err(format!("{} runs on the host", op.name()));
         }
         let dev = &self.dev;
         let e = |e: CudaError| e.to_string();
@@ -108,7 +110,13 @@ impl CudaPlan {
                 if has_in {
                     dev.launch(f_in, 1, Args::new().words(stage_words(stage_in, &[], &[])))?;
                 }
-                self.run_steps(l, &bases)?;
+                // A step that panics (an eager kernel asked for work a graph cannot hold, say)
+                // ends the capture with an error: the plan then runs its steps one by one.
+                let steps =
+                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.run_steps(l, &bases)));
+                steps.map_err(|p| {
+                    CudaError::NotCapturable(format!("a step that panicked ({})", panic_message(&*p)))
+                })??;
                 if has_out {
                     dev.launch(f_out, 1, Args::new().words(stage_words(stage_out, &[], &[])))?;
                 }
@@ -182,13 +190,14 @@ impl CudaPlan {
             if let Some((node, size, out)) = node {
                 let f =
                     dev.library_function(if out { Kernel::StageOut(size) } else { Kernel::Stage(size) })?;
+                let longest = entries.iter().map(|e| e.2 as usize).max().unwrap_or(0);
                 // SAFETY: the table's addresses are live: the callers' inputs and the fresh
                 // outputs (kept alive by the returned tensors), and the graph's stable buffers.
                 unsafe {
                     r.graph.set_kernel_args(
                         node,
                         f,
-                        entries.len().max(1) as u32,
+                        stage_grid(entries.len(), longest, dev.sm_count),
                         Args::new().words(stage_words(size, entries, inline)),
                     )?
                 };
@@ -204,6 +213,14 @@ impl CudaPlan {
         }
         Some(self.outputs(l, inputs, &fresh, &[]))
     }
+}
+
+/// The text of a caught panic.
+fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
+    p.downcast_ref::<String>()
+        .cloned()
+        .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_default()
 }
 
 /// A host tensor's bytes as little-endian words (for a stage table's inline data).
