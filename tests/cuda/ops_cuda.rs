@@ -89,6 +89,16 @@ fn cases(d: DType) -> Vec<Case> {
         ),
         ("matmul then row sums", vec![m.clone(), w.clone()], Box::new(|t| t[0].matmul(&t[1]).sum(1))),
         ("matmul batched", vec![a3.clone(), b3.clone()], Box::new(|t| t[0].matmul(&t[1]))),
+        // Empty products: zeros when the summed dimension is empty, nothing when a result one is.
+        (
+            "matmul empty",
+            vec![
+                rand(&[3, 0], 13, -1.0, 1.0, d),
+                rand(&[0, 4], 14, -1.0, 1.0, d),
+                rand(&[5, 0], 15, -1.0, 1.0, d),
+            ],
+            Box::new(|t| t[0].matmul(&t[1]).sum(0) + t[1].t().matmul(&t[2].t()).sum(1).sum_all()),
+        ),
         (
             "matmul bcast batch",
             vec![a3.clone(), rand(&[6, 2], 10, -1.0, 1.0, d)],

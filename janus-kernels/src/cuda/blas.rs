@@ -83,6 +83,11 @@ impl Operand {
 /// How cuBLAS reads a `rows x cols` row-major operand as the transpose it needs: `(op, ld)`,
 /// or `None` when neither stride is unit (the caller copies it to a dense buffer first).
 pub fn blas_layout(rows: usize, cols: usize, o: &Operand) -> Option<(bool, usize)> {
+    if rows == 0 || cols == 0 {
+        // An empty operand is never read (the product is empty, or zeros when `k == 0`), and
+        // its strides may be anything, so no copy is needed either.
+        return Some((false, cols.max(1)));
+    }
     // The leading dimension must be a real stride: a broadcast (stride-0) row or column has
     // none, and goes through a dense copy instead.
     if (o.col_stride == 1 || cols == 1) && (rows == 1 || o.row_stride >= cols.max(1)) {
@@ -107,6 +112,13 @@ pub fn gemm(
     out: u64,
     accumulate: bool,
 ) -> Result<(), CudaError> {
+    if m == 0 || n == 0 {
+        return Ok(());
+    }
+    if k == 0 {
+        // An empty sum: zeros, unless accumulating into existing values.
+        return if accumulate { Ok(()) } else { dev.zero(out, batch * m * n * dtype.size_in_bytes()) };
+    }
     let (ta, lda) = blas_layout(m, k, &a).expect("gemm: operand a needs a unit stride");
     let (tb, ldb) = blas_layout(k, n, &b).expect("gemm: operand b needs a unit stride");
     let mut guard = dev.blas.lock().unwrap();
@@ -120,13 +132,6 @@ pub fn gemm(
     let int =
         |v: usize| i32::try_from(v).map_err(|_| CudaError::Blas(format!("gemm dimension {v} exceeds i32")));
     let (mi, ni, ki) = (int(m)?, int(n)?, int(k)?);
-    if m == 0 || n == 0 {
-        return Ok(());
-    }
-    if k == 0 {
-        // An empty sum: zeros, unless accumulating into existing values.
-        return if accumulate { Ok(()) } else { dev.zero(out, batch * m * n * dtype.size_in_bytes()) };
-    }
     // Column-major: out^T (n x m) = b^T (n x k) @ a^T (k x m).
     // SAFETY: the handle is used under its mutex; the addresses and strides describe live
     // device ranges (the caller's contract), and alpha/beta are host scalars read at the call.
@@ -215,5 +220,9 @@ mod tests {
         assert_eq!(blas_layout(4, 8, &op(1, 0)), None);
         assert_eq!(blas_layout(4, 8, &op(0, 1)), None);
         assert_eq!(blas_layout(4, 1, &op(0, 0)), None);
+        // Empty operands are never read: any strides will do (a dense [5, 0] has row stride 0).
+        assert_eq!(blas_layout(5, 0, &op(0, 1)), Some((false, 1)));
+        assert_eq!(blas_layout(0, 0, &op(0, 1)), Some((false, 1)));
+        assert_eq!(blas_layout(0, 4, &op(0, 0)), Some((false, 4)));
     }
 }
