@@ -324,3 +324,20 @@ fn bad_shapes_name_the_op_the_shapes_and_the_caller() {
     let m = message(&|| drop(Tensor::ones([3]).tril(0)));
     assert!(m.contains("janus::tril"), "{m}");
 }
+
+/// GELU far out on both sides, in both float types: `x` for large positive inputs, -0 for
+/// large negative ones (f32's erf is exactly -1 there, as on CUDA; it once stopped at
+/// -0.9999995, which made gelu(-1e6) -0.24), and NaN at -inf (`-inf * 0`, the formula PyTorch
+/// and the CUDA kernels use).
+#[test]
+fn gelu_saturates_in_both_float_types() {
+    for d in [DType::F32, DType::F64] {
+        let x = Tensor::from_vec(vec![-1e6, -40.0, -6.0, 6.0, 40.0, f64::NEG_INFINITY, f64::INFINITY], [7])
+            .to_dtype(d);
+        let y = x.gelu().to_vec::<f64>();
+        assert!(y[0] == 0.0 && y[1] == 0.0, "{d}: {y:?}");
+        assert!(y[2].abs() < 1e-7, "{d}: {y:?}");
+        assert!((y[3] - 6.0).abs() < 1e-7 && y[4] == 40.0, "{d}: {y:?}");
+        assert!(y[5].is_nan() && y[6] == f64::INFINITY, "{d}: {y:?}");
+    }
+}

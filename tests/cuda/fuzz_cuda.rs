@@ -2,8 +2,9 @@
 //! CPU, eagerly on CUDA, and compiled on CUDA (a `janus::trace` replay, through a CUDA graph
 //! from the second replay on); values and gradients must agree within `tol`.
 //!
-//! `JANUS_CUDA_FUZZ_PROGRAMS=N` runs N programs (default 2000); `JANUS_CUDA_FUZZ_SECONDS=S`
-//! stops after S seconds, and the count that ran is printed. A failure names the program, the
+//! `JANUS_CUDA_FUZZ_PROGRAMS=N` runs N programs (default 2000) from seed
+//! `JANUS_CUDA_FUZZ_FIRST` (default 0); `JANUS_CUDA_FUZZ_SECONDS=S` stops after S seconds, and
+//! the count that ran is printed. A failure names the program, the
 //! call, and for a panic its place and the janus frames of its backtrace.
 
 #[path = "../fuzz/program.rs"]
@@ -116,7 +117,8 @@ fn cuda_programs_match_the_cpu() {
         PANIC_AT.with(|p| *p.borrow_mut() = format!("at {at}\n    {}", janus_frames(&bt)));
     }));
     let (mut failures, mut failing, mut ran) = (Vec::new(), Vec::new(), 0);
-    for seed in 0..count {
+    let first = env("JANUS_CUDA_FUZZ_FIRST").unwrap_or(0);
+    for seed in first..first + count {
         if deadline.is_some_and(|d| std::time::Instant::now() > d) {
             break;
         }
@@ -149,5 +151,5 @@ fn cuda_programs_match_the_cpu() {
         failures.len(),
         failures.join("\n\n")
     );
-    println!("{ran} programs: CUDA == CPU");
+    println!("{ran} programs (seeds {first}..{}): CUDA == CPU", first + ran);
 }
