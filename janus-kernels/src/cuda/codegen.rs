@@ -7,7 +7,9 @@
 //! source (compiled graphs: shapes are fixed per variant, and constant divisors are cheap) or
 //! passed at launch (eager ops: one kernel serves every shape of a given rank). Dimensions that
 //! every operand walks contiguously are merged first ([`plan_access`]), so most kernels need no
-//! index arithmetic at all.
+//! index arithmetic at all. Only what the source uses is baked ([`Baked::canonical`]): a kernel
+//! with no strided input bakes nothing, and the leading dimension is never baked, so a batch
+//! size that changes does not mean new kernels to compile.
 
 use super::nvrtc::fnv1a;
 use crate::DType;
@@ -33,6 +35,26 @@ pub struct Baked {
     pub shape: Vec<usize>,
     /// Per input, its strides over `shape` (used for `Strided` inputs only).
     pub strides: Vec<Vec<usize>>,
+}
+
+impl Baked {
+    /// What a kernel's source depends on, and nothing more: the shape with its first dimension
+    /// zeroed (the index arithmetic never divides by it; the element count comes at launch)
+    /// and the strides of `Strided` inputs only. So variants whose sizes differ only in the
+    /// leading (batch) dimension share one compiled kernel, as long as no strided input's
+    /// strides follow that size.
+    pub fn canonical(shape: &[usize], strides: &[Vec<usize>], access: &[Access]) -> Baked {
+        let mut shape = shape.to_vec();
+        if let Some(first) = shape.first_mut() {
+            *first = 0;
+        }
+        let strides = strides
+            .iter()
+            .zip(access)
+            .map(|(st, &a)| if a == Access::Strided { st.clone() } else { Vec::new() })
+            .collect();
+        Baked { shape, strides }
+    }
 }
 
 /// One elementwise kernel.
@@ -406,6 +428,37 @@ mod tests {
         let (shape, _, acc) = plan_access(&[2, 1, 3], &[&[3, 3, 1], &[0, 0, 0]]);
         assert_eq!(shape, vec![6]);
         assert_eq!(acc, vec![Access::Contiguous, Access::Scalar]);
+    }
+
+    #[test]
+    fn batch_sizes_share_baked_kernels() {
+        use crate::cuda::ops::elementwise_spec;
+        let prog = Program {
+            instrs: vec![
+                Instr::Load { dst: 0, input: 0 },
+                Instr::Load { dst: 1, input: 1 },
+                Instr::Binary { dst: 2, f: FBinary::Op(BinaryOp::Add), a: 0, b: 1 },
+            ],
+            num_regs: 3,
+            outputs: vec![2],
+        };
+        let spec = |shape: &[usize], strides: [&[usize]; 2]| {
+            let ins = [(DType::F32, strides[0]), (DType::F32, strides[1])];
+            elementwise_spec(&prog, DType::F32, shape, &ins, &[DType::F32], true).0
+        };
+        // `x + bias` over [N, 32]: the bias row is strided (stride 0 over N); N is not baked.
+        let (a, b) = (spec(&[8, 32], [&[32, 1], &[0, 1]]), spec(&[500, 32], [&[32, 1], &[0, 1]]));
+        assert!(a.baked.is_some());
+        assert_eq!(a.kernel_name(), b.kernel_name());
+        assert_eq!(a.source(), b.source().replace(&b.kernel_name(), &a.kernel_name()));
+        // Dense operands bake nothing at all.
+        let (c, d) = (spec(&[8, 32], [&[32, 1], &[32, 1]]), spec(&[9, 7], [&[7, 1], &[7, 1]]));
+        assert_eq!((c.baked.clone(), c.kernel_name()), (None, d.kernel_name()));
+        // A transposed operand's strides follow N: its kernels differ.
+        let (e, f) = (spec(&[8, 32], [&[32, 1], &[1, 8]]), spec(&[9, 32], [&[32, 1], &[1, 9]]));
+        assert_ne!(e.kernel_name(), f.kernel_name());
+        // Inner sizes are baked.
+        assert_ne!(a.kernel_name(), spec(&[8, 16], [&[16, 1], &[0, 1]]).kernel_name());
     }
 
     #[test]

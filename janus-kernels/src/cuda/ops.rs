@@ -75,7 +75,8 @@ pub fn elementwise_spec(
         outputs: outputs.to_vec(),
         rank: if access.contains(&Access::Strided) { merged.len() } else { 0 },
         wide: n >= (1 << 31) || max_off >= (1 << 31),
-        baked: bake.then(|| Baked { shape: merged.clone(), strides: per_input.clone() }),
+        baked: (bake && access.contains(&Access::Strided))
+            .then(|| Baked::canonical(&merged, &per_input, &access)),
     };
     (spec, merged, per_input)
 }
