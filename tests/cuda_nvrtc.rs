@@ -186,7 +186,7 @@ fn nvrtc_compiles_fused_groups_of_fuzz_programs() {
 fn nvrtc_kernels_do_not_depend_on_the_batch_size() {
     use janus_kernels::fused::Instr;
     janus::manual_seed(3);
-    let p = vec![
+    let p = [
         Tensor::randn([4, 32]).requires_grad(),
         Tensor::zeros([32]).requires_grad(),
         Tensor::randn([32, 2]).requires_grad(),
