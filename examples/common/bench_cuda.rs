@@ -94,9 +94,28 @@ pub fn run(dev: Device, quick: bool) {
         "| LSTM LM training step (T=32, B=32, V=65, H=128), ms | {e:.3} | {j:.3} | {t:.3} | {:.2}x |",
         e / j
     );
+    // The traced step's host time alone: enqueueing a block of steps, before the sync that
+    // waits for the GPU. Near the step's wall time, the host bounds it; far below, the GPU.
+    let mut host: Vec<f64> = (0..blocks)
+        .map(|_| {
+            let (calls, t0) = (2 * scale, Instant::now());
+            for _ in 0..calls {
+                let (xs, ys) = data.batch(k);
+                p = traced.run(&lstm_lm::flat_args(&p, xs, ys))[1..].to_vec();
+                k += 1;
+            }
+            let enqueue = t0.elapsed().as_secs_f64() * 1e3 / calls as f64;
+            sync(dev);
+            enqueue
+        })
+        .collect();
+    let host_ms = super::median::median(&mut host);
     if let Some(c) = traced.compiled() {
         let (graphs, plain) = c.cuda_runs();
-        println!("\n(traced step: {graphs} CUDA-graph replays, {plain} step-by-step runs)");
+        println!(
+            "\n(traced step: {graphs} CUDA-graph replays, {plain} step-by-step runs; host time to enqueue \
+             one step {host_ms:.3} ms of its {t:.3})"
+        );
     }
 
     // Host time of one replay of an 8-input fragment: enqueue only (the GPU's work is tiny and
