@@ -12,8 +12,8 @@
 #                                      OUT/results.md plus one log per stage. QUICK=1 runs the
 #                                      tests only, QUICK=2 everything but the PyTorch peers.
 #                                      STAGES="tests bench ..." runs only the stages named
-#                                      (tests bench lstm_charlm lstm_check cartpole tree_rnn
-#                                      peers_lstm peers). Each stage has a time limit, so a hang
+#                                      (tests windows bench lstm_charlm lstm_check cartpole
+#                                      tree_rnn peers_lstm peers). Each stage has a time limit, so a hang
 #                                      still leaves logs.
 #
 # With the device tool: run `build`, then carry DIR and call
@@ -64,6 +64,10 @@ run() {
       echo; echo "| stage | result | time |"; echo "|---|---|---|"; } > "$OUT/results.md"
     want() { [ -z "${STAGES:-}" ] || [[ " $STAGES " == *" $1 "* ]]; }
     want tests && stage tests 240 "$dir/cuda_tests" --test-threads=1 --nocapture
+    # The fuzz and the compiled-graph tests again with the sliding windows as device kernels
+    # (`JANUS_CUDA_WINDOWS=device`; the default runs them through the host).
+    want windows && stage windows 150 env JANUS_CUDA_WINDOWS=device JANUS_CUDA_FUZZ_SECONDS=60 \
+        "$dir/cuda_tests" --test-threads=1 --nocapture fuzz_cuda staged_cuda
     if [ "$quick" = 1 ]; then cat "$OUT/results.md"; return; fi
     want bench && stage bench 100 "$dir/bench" --device cuda
     want lstm_charlm && stage lstm_charlm 60 "$dir/lstm_charlm" --device cuda --steps 300 --plot ""

@@ -68,6 +68,15 @@ pub fn device_ptr(t: &crate::Tensor) -> Option<u64> {
     (t.device() != crate::Device::Cpu).then(|| crate::backend::cuda::view(t).start())
 }
 
+/// Whether `unfold`, `fold` and max pooling (so convolutions and pooling) on CUDA tensors run
+/// as device kernels (`true`) or through the host: download, compute on the CPU, upload
+/// (`false`). The host path is the default, and plans that contain it are not captured as
+/// CUDA graphs; the device kernels become the default once a GPU run has checked them against
+/// it (`tests/cuda`). `JANUS_CUDA_WINDOWS=device` sets the same at start-up.
+pub fn set_windows_on_device(on: bool) {
+    crate::backend::cuda::set_windows_on_device(on);
+}
+
 /// NVRTC compilations in this process: `(compiled, read from the disk cache, ms compiling)`.
 pub fn compile_stats() -> (u64, u64, u64) {
     let s = janus_kernels::cuda::nvrtc::stats();

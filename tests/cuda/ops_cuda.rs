@@ -148,49 +148,108 @@ fn cases(d: DType) -> Vec<Case> {
     v
 }
 
+/// Values and gradients of `case` on the CPU and on `dev`; mismatches are appended to
+/// `failures`.
+fn check_case(dev: Device, d: DType, (name, ins, f): Case, failures: &mut Vec<String>) {
+    let cpu: Vec<Tensor> = ins.iter().map(|t| t.clone().requires_grad()).collect();
+    let gpu: Vec<Tensor> = ins.iter().map(|t| t.to_device(dev).requires_grad()).collect();
+    let (oc, og) = (f(&cpu), f(&gpu));
+    assert_eq!(og.device(), dev, "{name}: result left the device");
+    match rel_error(&og, &oc) {
+        Ok(e) if e <= tol(d) => {}
+        r => failures.push(format!("{name} {d}: value {r:?}")),
+    }
+    if !oc.needs_grad() {
+        return;
+    }
+    let wgt = |o: &Tensor| {
+        Tensor::from_vec((0..o.numel()).map(|i| 0.5 + (i % 7) as f64 * 0.1).collect::<Vec<_>>(), o.dims())
+            .to_dtype(d)
+            .to_device(o.device())
+    };
+    let (gc, gg) = ((&oc * &wgt(&oc)).sum_all().backward(), (&og * &wgt(&og)).sum_all().backward());
+    for (k, (c, g)) in cpu.iter().zip(&gpu).enumerate() {
+        match (gc.get(c), gg.get(g)) {
+            (Some(a), Some(b)) => match rel_error(b, a) {
+                Ok(e) if e <= tol(d) => assert_eq!(b.device(), dev),
+                r => failures.push(format!("{name} {d}: gradient {k} {r:?}")),
+            },
+            (None, None) => {}
+            (a, b) => {
+                failures.push(format!("{name} {d}: gradient {k} cpu {} cuda {}", a.is_some(), b.is_some()))
+            }
+        }
+    }
+}
+
 /// Values and gradients agree between devices for every case, in f32 and f64.
 #[test]
 fn every_op_matches_the_cpu_with_gradients() {
     let Some(dev) = cuda() else { return };
     let mut failures = Vec::new();
     for d in [DType::F32, DType::F64] {
-        for (name, ins, f) in cases(d) {
-            let cpu: Vec<Tensor> = ins.iter().map(|t| t.clone().requires_grad()).collect();
-            let gpu: Vec<Tensor> = ins.iter().map(|t| t.to_device(dev).requires_grad()).collect();
-            let (oc, og) = (f(&cpu), f(&gpu));
-            assert_eq!(og.device(), dev, "{name}: result left the device");
-            match rel_error(&og, &oc) {
-                Ok(e) if e <= tol(d) => {}
-                r => failures.push(format!("{name} {d}: value {r:?}")),
-            }
-            if !oc.needs_grad() {
-                continue;
-            }
-            let wgt = |o: &Tensor| {
-                Tensor::from_vec(
-                    (0..o.numel()).map(|i| 0.5 + (i % 7) as f64 * 0.1).collect::<Vec<_>>(),
-                    o.dims(),
-                )
-                .to_dtype(d)
-                .to_device(o.device())
-            };
-            let (gc, gg) = ((&oc * &wgt(&oc)).sum_all().backward(), (&og * &wgt(&og)).sum_all().backward());
-            for (k, (c, g)) in cpu.iter().zip(&gpu).enumerate() {
-                match (gc.get(c), gg.get(g)) {
-                    (Some(a), Some(b)) => match rel_error(b, a) {
-                        Ok(e) if e <= tol(d) => assert_eq!(b.device(), dev),
-                        r => failures.push(format!("{name} {d}: gradient {k} {r:?}")),
-                    },
-                    (None, None) => {}
-                    (a, b) => failures.push(format!(
-                        "{name} {d}: gradient {k} cpu {} cuda {}",
-                        a.is_some(),
-                        b.is_some()
-                    )),
-                }
-            }
+        for case in cases(d) {
+            check_case(dev, d, case, &mut failures);
         }
     }
+    assert!(failures.is_empty(), "{} mismatches:\n{}", failures.len(), failures.join("\n"));
+}
+
+/// Convolutions and pooling: windows with stride, padding and dilation, the 2x2 halving pool,
+/// ties, `-inf` and NaN in a pooled window.
+fn window_cases(d: DType) -> Vec<Case> {
+    let x = rand(&[2, 3, 7, 6], 21, -2.0, 2.0, d);
+    let w = rand(&[4, 3, 3, 2], 22, -1.0, 1.0, d);
+    let b = rand(&[4], 23, -1.0, 1.0, d);
+    // Ties (rounded values), -inf and NaN inside pooled windows.
+    let mut special: Vec<f64> = (0..2 * 3 * 6 * 6).map(|i| ((i * 7 % 11) as f64 / 2.0).round()).collect();
+    (special[3], special[40], special[77]) = (f64::NEG_INFINITY, f64::NAN, f64::NEG_INFINITY);
+    let special = Tensor::from_vec(special, [2, 3, 6, 6]).to_dtype(d);
+    let opts = |s: [usize; 2], p: [usize; 2], dl: [usize; 2]| janus::Conv2dOptions {
+        stride: s,
+        padding: p,
+        dilation: dl,
+        groups: 1,
+    };
+    let mut v: Vec<Case> = vec![
+        (
+            "conv2d",
+            vec![x.clone(), w.clone(), b.clone()],
+            Box::new(move |t| t[0].conv2d(&t[1], Some(&t[2]), opts([1, 1], [0, 0], [1, 1]))),
+        ),
+        (
+            "conv2d strided padded dilated",
+            vec![x.clone(), w.clone()],
+            Box::new(move |t| t[0].conv2d(&t[1], None, opts([2, 1], [1, 2], [2, 1]))),
+        ),
+        ("avg_pool2d", vec![x.clone()], Box::new(|t| t[0].avg_pool2d([3, 2], [2, 2], [1, 1]))),
+        ("max_pool2d 2x2", vec![x.clone()], Box::new(|t| t[0].max_pool2d([2, 2], [2, 2], [0, 0]))),
+        ("max_pool2d padded", vec![x.clone()], Box::new(|t| t[0].max_pool2d([3, 3], [2, 1], [1, 1]))),
+        ("max_pool2d ties", vec![special.clone()], Box::new(|t| t[0].max_pool2d([3, 3], [1, 1], [1, 1]))),
+        ("max_pool2d ties 2x2", vec![special], Box::new(|t| t[0].max_pool2d([2, 2], [2, 2], [0, 0]))),
+    ];
+    v.sort_by_key(|c| c.0);
+    v
+}
+
+/// The sliding windows on CUDA tensors, through the host (the default) and as device kernels
+/// (`set_windows_on_device`): values and gradients equal the CPU's either way.
+#[test]
+fn windows_match_the_cpu_on_the_host_and_the_device() {
+    let Some(dev) = cuda() else { return };
+    let mut failures = Vec::new();
+    for on in [false, true] {
+        janus::cuda::set_windows_on_device(on);
+        let before = failures.len();
+        for d in [DType::F32, DType::F64] {
+            for case in window_cases(d) {
+                check_case(dev, d, case, &mut failures);
+            }
+        }
+        let path = if on { "device kernels" } else { "through the host" };
+        failures[before..].iter_mut().for_each(|f| *f = format!("{f} ({path})"));
+    }
+    janus::cuda::set_windows_on_device(false);
     assert!(failures.is_empty(), "{} mismatches:\n{}", failures.len(), failures.join("\n"));
 }
 

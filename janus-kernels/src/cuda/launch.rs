@@ -49,6 +49,11 @@ impl Args {
         self.words(nd_words(shape, strides))
     }
 
+    /// `rest`'s arguments after these.
+    pub fn append(&mut self, rest: Args) {
+        self.words.extend(rest.words);
+    }
+
     /// Pointers to each argument, as `cuLaunchKernel` takes them. Valid while `self` lives.
     pub fn pointers(&mut self) -> Vec<*mut c_void> {
         self.words.iter_mut().map(|w| w.as_mut_ptr() as *mut c_void).collect()

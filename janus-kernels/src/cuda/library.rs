@@ -1,5 +1,6 @@
 //! The fixed CUDA kernels (everything that is not a generated elementwise program): strided
-//! copies and fills, reductions and the softmax family, index kernels, and the Philox stream.
+//! copies and fills, reductions and the softmax family, index kernels, the sliding windows
+//! (`unfold`, `fold`, max pooling and its gradient), and the Philox stream.
 //! One source, compiled once per device by NVRTC; [`Kernel`] names every entry point, so a test
 //! can compile the source and check that each one exists.
 //!
@@ -113,6 +114,14 @@ pub enum Kernel {
     Multinomial(DType),
     /// `(key, counter + offset)` from a stream state.
     RngState,
+    /// im2col over `[N, C, H, W]` images in a float type (`crate::conv::unfold`).
+    Unfold(DType),
+    /// col2im, `unfold`'s adjoint, in a float type (`crate::conv::fold`).
+    Fold(DType),
+    /// Max pooling in a float type (`crate::conv::max_pool`).
+    MaxPool(DType),
+    /// Max pooling's input gradient in a float type (`crate::conv::max_pool_backward`).
+    MaxPoolBackward(DType),
     /// Copies listed in a table passed by value (grid y: the entry; grid x: blocks sharing its
     /// bytes); the table holds up to this many entries (graph replays update it in place of
     /// the copies' addresses).
@@ -154,6 +163,10 @@ impl Kernel {
             Kernel::Random(d) => format!("rand_{}", t(d)),
             Kernel::Multinomial(d) => format!("multinomial_{}", t(d)),
             Kernel::RngState => "rng_state".into(),
+            Kernel::Unfold(d) => format!("unfold_{}", t(d)),
+            Kernel::Fold(d) => format!("fold_{}", t(d)),
+            Kernel::MaxPool(d) => format!("max_pool_{}", t(d)),
+            Kernel::MaxPoolBackward(d) => format!("max_pool_backward_{}", t(d)),
             Kernel::Stage(n) => format!("stage_{n}"),
             Kernel::StageOut(n) => format!("stageout_{n}"),
         }
@@ -175,6 +188,10 @@ impl Kernel {
                 Kernel::ScatterAdd(d),
                 Kernel::Random(d),
                 Kernel::Multinomial(d),
+                Kernel::Unfold(d),
+                Kernel::Fold(d),
+                Kernel::MaxPool(d),
+                Kernel::MaxPoolBackward(d),
             ]);
         }
         for d in [DType::F32, DType::F64, DType::I64, DType::Bool] {
@@ -467,6 +484,99 @@ extern "C" __global__ void stageout_8(const Table<8> t) { stage(t); }
 extern "C" __global__ void stageout_32(const Table<32> t) { stage(t); }
 extern "C" __global__ void stageout_128(const Table<128> t) { stage(t); }
 extern "C" __global__ void stageout_512(const Table<512> t) { stage(t); }
+
+// ---- sliding windows over [N, C, H, W] images ----------------------------------------------
+// The geometry, tie rules and summation orders of `crate::conv`, so results match the CPU bit
+// for bit: `fold` sums each pixel's taps in (i, j) order from zero, and max pooling's gradient
+// sums each pixel's windows in output order; both gather (one thread per result), so neither
+// needs atomics and both are deterministic.
+struct Win { i64 n, c, h, w, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow; };
+// col[c, i, j, b, oh, ow] = x[b, c, oh*sh + i*dh - ph, ow*sw + j*dw - pw], or pad outside.
+template<typename T> __device__ void unfold(const Win g, const T* x, T pad, T* col) {
+  const i64 total = g.c * g.kh * g.kw * g.n * g.oh * g.ow;
+  for (i64 e = gtid(); e < total; e += gstride()) {
+    i64 r = e;
+    const i64 ow = r % g.ow; r /= g.ow;
+    const i64 oh = r % g.oh; r /= g.oh;
+    const i64 b = r % g.n; r /= g.n;
+    const i64 j = r % g.kw; r /= g.kw;
+    const i64 i = r % g.kh, c = r / g.kh;
+    const i64 ih = oh * g.sh + i * g.dh - g.ph, iw = ow * g.sw + j * g.dw - g.pw;
+    col[e] = (ih >= 0 && ih < g.h && iw >= 0 && iw < g.w) ? x[((b * g.c + c) * g.h + ih) * g.w + iw] : pad;
+  }
+}
+template<typename T> __device__ void fold(const Win g, const T* col, T* x) {
+  const i64 total = g.n * g.c * g.h * g.w;
+  for (i64 e = gtid(); e < total; e += gstride()) {
+    i64 r = e;
+    const i64 z = r % g.w; r /= g.w;
+    const i64 y = r % g.h; r /= g.h;
+    const i64 c = r % g.c, b = r / g.c;
+    T s = (T)0;
+    for (i64 i = 0; i < g.kh; ++i) {
+      const i64 py = y + g.ph - i * g.dh;
+      if (py < 0 || py % g.sh != 0 || py / g.sh >= g.oh) continue;
+      for (i64 j = 0; j < g.kw; ++j) {
+        const i64 pz = z + g.pw - j * g.dw;
+        if (pz < 0 || pz % g.sw != 0 || pz / g.sw >= g.ow) continue;
+        s += col[((((c * g.kh + i) * g.kw + j) * g.n + b) * g.oh + py / g.sh) * g.ow + pz / g.sw];
+      }
+    }
+    x[e] = s;
+  }
+}
+// The window (oh, ow)'s first maximal tap in row-major tap order (a NaN beats any number;
+// padding reads -inf): its index in the plane, or -1 when padding won; its value in `best`.
+template<typename T> __device__ i64 pool_winner(const Win& g, const T* plane, i64 oh, i64 ow, T& best) {
+  i64 at = -1;
+  bool first = true;
+  for (i64 i = 0; i < g.kh; ++i) {
+    const i64 ih = oh * g.sh + i * g.dh - g.ph;
+    for (i64 j = 0; j < g.kw; ++j) {
+      const i64 iw = ow * g.sw + j * g.dw - g.pw;
+      const bool inside = ih >= 0 && ih < g.h && iw >= 0 && iw < g.w;
+      const T v = inside ? plane[ih * g.w + iw] : ninf<T>();
+      if (first || v > best || (v != v && best == best)) { best = v; at = inside ? ih * g.w + iw : -1; first = false; }
+    }
+  }
+  return at;
+}
+template<typename T> __device__ void max_pool(const Win g, const T* x, T* out) {
+  const i64 total = g.n * g.c * g.oh * g.ow;
+  for (i64 e = gtid(); e < total; e += gstride()) {
+    const i64 ow = e % g.ow, oh = (e / g.ow) % g.oh, p = e / (g.ow * g.oh);
+    T best = ninf<T>();
+    pool_winner(g, x + p * g.h * g.w, oh, ow, best);
+    out[e] = best;
+  }
+}
+// dx[b, c, y, z]: the sum, in output order, of gy over the windows that (y, z) wins.
+template<typename T> __device__ void max_pool_backward(const Win g, const T* x, const T* gy, T* dx) {
+  const i64 total = g.n * g.c * g.h * g.w;
+  for (i64 e = gtid(); e < total; e += gstride()) {
+    const i64 z = e % g.w, y = (e / g.w) % g.h, p = e / (g.w * g.h);
+    const T* plane = x + p * g.h * g.w;
+    const i64 lo_y = y + g.ph - (g.kh - 1) * g.dh, lo_z = z + g.pw - (g.kw - 1) * g.dw;
+    const i64 oh0 = lo_y <= 0 ? 0 : (lo_y + g.sh - 1) / g.sh, ow0 = lo_z <= 0 ? 0 : (lo_z + g.sw - 1) / g.sw;
+    const i64 oh1 = min((y + g.ph) / g.sh, g.oh - 1), ow1 = min((z + g.pw) / g.sw, g.ow - 1);
+    T s = (T)0;
+    for (i64 oh = oh0; oh <= oh1; ++oh) {
+      for (i64 ow = ow0; ow <= ow1; ++ow) {
+        T best = ninf<T>();
+        if (pool_winner(g, plane, oh, ow, best) == y * g.w + z) s += gy[(p * g.oh + oh) * g.ow + ow];
+      }
+    }
+    dx[e] = s;
+  }
+}
+extern "C" __global__ void unfold_f32(Win g, const float* x, float pad, float* col) { unfold(g, x, pad, col); }
+extern "C" __global__ void unfold_f64(Win g, const double* x, double pad, double* col) { unfold(g, x, pad, col); }
+extern "C" __global__ void fold_f32(Win g, const float* col, float* x) { fold(g, col, x); }
+extern "C" __global__ void fold_f64(Win g, const double* col, double* x) { fold(g, col, x); }
+extern "C" __global__ void max_pool_f32(Win g, const float* x, float* o) { max_pool(g, x, o); }
+extern "C" __global__ void max_pool_f64(Win g, const double* x, double* o) { max_pool(g, x, o); }
+extern "C" __global__ void max_pool_backward_f32(Win g, const float* x, const float* gy, float* dx) { max_pool_backward(g, x, gy, dx); }
+extern "C" __global__ void max_pool_backward_f64(Win g, const double* x, const double* gy, double* dx) { max_pool_backward(g, x, gy, dx); }
 
 extern "C" __global__ void rng_state(const i64* in, i64* out, u64 offset) {
   if (gtid() == 0) { out[0] = in[0]; out[1] = (i64)((u64)in[1] + offset); }

@@ -8,6 +8,7 @@ use super::device::CudaDevice;
 use super::launch::{Args, grid_for, grid_for_warps, nd_words};
 use super::library::{Kernel, ReduceOp, reduce_code};
 use crate::DType;
+use crate::conv::Window;
 use crate::fused::Program;
 use std::sync::Arc;
 
@@ -404,4 +405,72 @@ pub fn rng_state(dev: &Arc<CudaDevice>, state: u64, offset: u64, out: u64) -> Re
     let f = dev.library_function(Kernel::RngState)?;
     // SAFETY: both are live i64[2].
     unsafe { dev.launch(f, 1, Args::new().ptr(state).ptr(out).u64(offset)) }
+}
+
+/// The kernels' `struct Win` for window `g` (which must fit its image).
+fn win_words(g: &Window) -> Vec<u64> {
+    let [oh, ow] = g.out_size().expect("cuda windows: the window fits the image (the shape rule checks)");
+    let (k, s, p, d) = (g.kernel, g.stride, g.padding, g.dilation);
+    [g.n, g.c, g.size[0], g.size[1], k[0], k[1], s[0], s[1], p[0], p[1], d[0], d[1], oh, ow]
+        .map(|v| v as u64)
+        .to_vec()
+}
+
+/// The sliding-window kernels: `f` over `n` results (one thread each) with the window's words,
+/// then `rest`.
+fn window_launch(
+    dev: &Arc<CudaDevice>,
+    k: Kernel,
+    g: &Window,
+    n: usize,
+    rest: Args,
+) -> Result<(), CudaError> {
+    if n == 0 {
+        return Ok(());
+    }
+    let f = dev.library_function(k)?;
+    let mut args = Args::new().words(win_words(g));
+    args.append(rest);
+    // SAFETY: the callers' buffers are dense and sized for the window's geometry.
+    unsafe { dev.launch(f, grid_for(n, dev.sm_count), args) }
+}
+
+/// im2col of dense `x` (`[N, C, H, W]`) into dense `col` (`[C, kh, kw, N, OH, OW]`), padding
+/// reading as `pad`: `crate::conv::unfold` on the device.
+pub fn unfold(
+    dev: &Arc<CudaDevice>,
+    dtype: DType,
+    g: &Window,
+    x: u64,
+    pad: f64,
+    col: u64,
+) -> Result<(), CudaError> {
+    let pad = if dtype == DType::F32 { (pad as f32).to_bits() as u64 } else { pad.to_bits() };
+    window_launch(dev, Kernel::Unfold(dtype), g, g.col_len(), Args::new().ptr(x).u64(pad).ptr(col))
+}
+
+/// col2im, `unfold`'s adjoint: dense `col` summed into dense `x`, which is overwritten.
+pub fn fold(dev: &Arc<CudaDevice>, dtype: DType, g: &Window, col: u64, x: u64) -> Result<(), CudaError> {
+    let n = g.n * g.c * g.size[0] * g.size[1];
+    window_launch(dev, Kernel::Fold(dtype), g, n, Args::new().ptr(col).ptr(x))
+}
+
+/// Max pooling of dense `x` into dense `out` (`[N, C, OH, OW]`).
+pub fn max_pool(dev: &Arc<CudaDevice>, dtype: DType, g: &Window, x: u64, out: u64) -> Result<(), CudaError> {
+    let [oh, ow] = g.out_size().unwrap_or([0, 0]);
+    window_launch(dev, Kernel::MaxPool(dtype), g, g.n * g.c * oh * ow, Args::new().ptr(x).ptr(out))
+}
+
+/// Max pooling's input gradient: each window's cotangent (dense `gy`) routed to its winner in
+/// dense `x`; dense `dx` is overwritten.
+pub fn max_pool_backward(
+    dev: &Arc<CudaDevice>,
+    dtype: DType,
+    g: &Window,
+    x: u64,
+    gy: u64,
+    dx: u64,
+) -> Result<(), CudaError> {
+    let n = g.n * g.c * g.size[0] * g.size[1];
+    window_launch(dev, Kernel::MaxPoolBackward(dtype), g, n, Args::new().ptr(x).ptr(gy).ptr(dx))
 }

@@ -8,6 +8,7 @@
 //! is reported at the next host read.
 
 use crate::error::bail;
+use crate::ops::conv::window;
 use crate::ops::elementwise::broadcast_strides;
 use crate::ops::{Op, TensorType};
 use crate::shape::{Shape, Strides};
@@ -20,6 +21,7 @@ use janus_kernels::cuda::{CudaDevice, CudaError, DeviceBuffer};
 use janus_kernels::fused::{FBinary, FUnary, Instr, Program};
 use janus_kernels::{CpuBuffer, with_any_type};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU8, Ordering};
 
 /// The device with this ordinal; panics naming the op when CUDA is unusable.
 #[track_caller]
@@ -366,7 +368,40 @@ pub(crate) fn compute(op: &Op, x: &[&Tensor], ty: &TensorType, ordinal: usize) -
             let host = Tensor::from_parts(ty.shape.clone(), ty.dtype, Some(idx), Default::default());
             upload(&host, ordinal).data().clone()
         }
-        // No CUDA kernels for the sliding windows yet: they run on the host, like sorting.
+        Op::Unfold(p) if windows_on_device() => {
+            let xd = dense(x[0]);
+            let d = xd.sizes();
+            let g = window(&p.window, d[0], d[1], [d[2], d[3]]);
+            let b = out(ty.dtype, ty.shape.elems());
+            done(ko::unfold(&dev, ty.dtype, &g, view(&xd).start(), p.pad_value.get(), b.ptr()));
+            dense_data(b, &ty.shape)
+        }
+        Op::Fold(p) if windows_on_device() => {
+            let cd = dense(x[0]);
+            let d = cd.sizes();
+            let g = window(&p.window, d[3], d[0], p.size);
+            let b = out(ty.dtype, ty.shape.elems());
+            done(ko::fold(&dev, ty.dtype, &g, view(&cd).start(), b.ptr()));
+            dense_data(b, &ty.shape)
+        }
+        Op::MaxPool2d(w) if windows_on_device() => {
+            let xd = dense(x[0]);
+            let d = xd.sizes();
+            let g = window(w, d[0], d[1], [d[2], d[3]]);
+            let b = out(ty.dtype, ty.shape.elems());
+            done(ko::max_pool(&dev, ty.dtype, &g, view(&xd).start(), b.ptr()));
+            dense_data(b, &ty.shape)
+        }
+        Op::MaxPool2dBackward(w) if windows_on_device() => {
+            let (xd, gy) = (dense(x[0]), dense(x[1]));
+            let d = xd.sizes();
+            let g = window(w, d[0], d[1], [d[2], d[3]]);
+            let b = out(ty.dtype, ty.shape.elems());
+            done(ko::max_pool_backward(&dev, ty.dtype, &g, view(&xd).start(), view(&gy).start(), b.ptr()));
+            dense_data(b, &ty.shape)
+        }
+        // The sliding windows' host path (the default until a GPU run has checked the device
+        // kernels above against it): download, compute on the CPU, upload, like sorting.
         Op::Unfold(_) | Op::Fold(_) | Op::MaxPool2d(_) | Op::MaxPool2dBackward(_) => {
             debug_assert!(runs_on_host(op));
             let host: Vec<Tensor> = x.iter().map(|t| download(t)).collect();
@@ -382,7 +417,32 @@ pub(crate) fn compute(op: &Op, x: &[&Tensor], ty: &TensorType, ordinal: usize) -
 /// upload): such a step cannot be captured in a CUDA graph, which would replay the upload from
 /// a host buffer that no longer exists.
 pub(crate) fn runs_on_host(op: &Op) -> bool {
-    matches!(op, Op::ArgSort(_) | Op::Unfold(_) | Op::Fold(_) | Op::MaxPool2d(_) | Op::MaxPool2dBackward(_))
+    match op {
+        Op::ArgSort(_) => true,
+        Op::Unfold(_) | Op::Fold(_) | Op::MaxPool2d(_) | Op::MaxPool2dBackward(_) => !windows_on_device(),
+        _ => false,
+    }
+}
+
+/// Where the sliding windows run for CUDA tensors: 0 not decided yet, 1 the host, 2 the device.
+static WINDOWS: AtomicU8 = AtomicU8::new(0);
+
+/// Whether `unfold`, `fold` and max pooling run as device kernels on CUDA tensors
+/// (`JANUS_CUDA_WINDOWS=device`, or [`set_windows_on_device`]) rather than through the host.
+pub(crate) fn windows_on_device() -> bool {
+    match WINDOWS.load(Ordering::Relaxed) {
+        0 => {
+            let on = std::env::var("JANUS_CUDA_WINDOWS").is_ok_and(|v| v == "device");
+            WINDOWS.store(if on { 2 } else { 1 }, Ordering::Relaxed);
+            on
+        }
+        v => v == 2,
+    }
+}
+
+/// Sets where the sliding windows run (see [`windows_on_device`]).
+pub(crate) fn set_windows_on_device(on: bool) {
+    WINDOWS.store(if on { 2 } else { 1 }, Ordering::Relaxed);
 }
 
 /// Where a random op reads its stream position: the host state of eager code, or the device
