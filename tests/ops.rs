@@ -341,3 +341,60 @@ fn gelu_saturates_in_both_float_types() {
         assert!(y[5].is_nan() && y[6] == f64::INFINITY, "{d}: {y:?}");
     }
 }
+
+/// Every float unary op in f32 against the same op in f64 (rounded to f32), at ordinary and
+/// extreme inputs, eagerly and in a compiled graph: within 8 ulp or 2e-6 absolute (the f32 `erf` approximation's error, which
+/// GELU inherits near 0), and with NaN and the infinities where f64 has them. This is how a
+/// saturation bug shows: f32 `erf` once stopped at ±0.9999995, which made `gelu(-1e6)` -0.06.
+#[test]
+fn f32_unary_ops_agree_with_f64_at_the_extremes() {
+    let mut xs: Vec<f64> =
+        vec![0.0, -0.0, 1e-30, 1e-7, 0.1, 0.5, 1.0, 2.5, 3.9, 4.0, 6.0, 9.5, 15.0, 20.0, 40.0];
+    xs.extend([87.0, 89.0, 100.0, 1e4, 1e6, 1e30, f64::INFINITY]);
+    xs.extend(xs.clone().iter().map(|v| -v));
+    xs.push(f64::NAN);
+    let ops: Vec<(&str, fn(&Tensor) -> Tensor)> = vec![
+        ("exp", |t| t.exp()),
+        ("log", |t| t.log()),
+        ("sqrt", |t| t.sqrt()),
+        ("tanh", |t| t.tanh()),
+        ("sigmoid", |t| t.sigmoid()),
+        ("recip", |t| t.recip()),
+        ("exp2", |t| t.exp2()),
+        ("log2", |t| t.log2()),
+        ("log1p", |t| t.log1p()),
+        ("expm1", |t| t.expm1()),
+        ("erf", |t| t.erf()),
+        ("gelu", |t| t.gelu()),
+        ("silu", |t| t.silu()),
+        ("softplus", |t| t.softplus()),
+        ("rsqrt", |t| t.rsqrt()),
+        ("relu", |t| t.relu()),
+        ("square", |t| t.square()),
+    ];
+    let mut bad = Vec::new();
+    for (name, f) in ops {
+        let x64 = Tensor::from_vec(xs.clone(), [xs.len()]);
+        let want: Vec<f32> = f(&x64).to_vec::<f64>().iter().map(|&v| v as f32).collect();
+        let x32 = x64.to_dtype(DType::F32);
+        // Eagerly, and compiled (a fused program, with the op between two others).
+        let eager = f(&x32).to_vec::<f32>();
+        let traced = trace(move |a: &[Tensor]| vec![f(&(&a[0] * 1.0)) + 0.0]);
+        let fused = (0..2).map(|_| traced.run(std::slice::from_ref(&x32))[0].to_vec::<f32>()).last().unwrap();
+        let both = [("eager", &eager), ("compiled", &fused)];
+        for (path, ((&x, &g), &w)) in
+            both.iter().flat_map(|(p, got)| xs.iter().zip(got.iter()).zip(&want).map(move |v| (p, v)))
+        {
+            let ulp = (w.abs().max(f32::MIN_POSITIVE) * f32::EPSILON) as f64;
+            let ok = if w.is_nan() || w.is_infinite() {
+                g.is_nan() == w.is_nan() && (w.is_nan() || g == w)
+            } else {
+                g.is_finite() && ((g - w) as f64).abs() <= (8.0 * ulp).max(2e-6)
+            };
+            if !ok {
+                bad.push(format!("{name}({x:e}), {path}: f32 {g:e}, f64 {w:e}"));
+            }
+        }
+    }
+    assert!(bad.is_empty(), "{} disagreements:\n{}", bad.len(), bad.join("\n"));
+}
