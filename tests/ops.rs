@@ -353,7 +353,8 @@ fn f32_unary_ops_agree_with_f64_at_the_extremes() {
     xs.extend([87.0, 89.0, 100.0, 1e4, 1e6, 1e30, f64::INFINITY]);
     xs.extend(xs.clone().iter().map(|v| -v));
     xs.push(f64::NAN);
-    let ops: Vec<(&str, fn(&Tensor) -> Tensor)> = vec![
+    type UnaryFn = fn(&Tensor) -> Tensor;
+    let ops: Vec<(&str, UnaryFn)> = vec![
         ("exp", |t| t.exp()),
         ("log", |t| t.log()),
         ("sqrt", |t| t.sqrt()),
