@@ -433,15 +433,7 @@ mod tests {
     #[test]
     fn batch_sizes_share_baked_kernels() {
         use crate::cuda::ops::elementwise_spec;
-        let prog = Program {
-            instrs: vec![
-                Instr::Load { dst: 0, input: 0 },
-                Instr::Load { dst: 1, input: 1 },
-                Instr::Binary { dst: 2, f: FBinary::Op(BinaryOp::Add), a: 0, b: 1 },
-            ],
-            num_regs: 3,
-            outputs: vec![2],
-        };
+        let prog = Program::binary(FBinary::Op(BinaryOp::Add));
         let spec = |shape: &[usize], strides: [&[usize]; 2]| {
             let ins = [(DType::F32, strides[0]), (DType::F32, strides[1])];
             elementwise_spec(&prog, DType::F32, shape, &ins, &[DType::F32], true).0

@@ -143,6 +143,21 @@ pub struct Program {
     pub outputs: Vec<Reg>,
 }
 
+impl Program {
+    /// `f(input 0, input 1)`: one binary op on two loaded inputs.
+    pub fn binary(f: FBinary) -> Program {
+        Program {
+            instrs: vec![
+                Instr::Load { dst: 0, input: 0 },
+                Instr::Load { dst: 1, input: 1 },
+                Instr::Binary { dst: 2, f, a: 0, b: 1 },
+            ],
+            num_regs: 3,
+            outputs: vec![2],
+        }
+    }
+}
+
 /// An input operand: float values of the program's type, or bools (read as 0/1).
 pub enum Input<'a, T> {
     /// A float operand.

@@ -166,7 +166,6 @@ fn unary_program(f: FUnary) -> Program {
 /// op on operands of these dtypes; `None` for ops that are not elementwise.
 pub(crate) fn ew_program(op: &Op, dtypes: &[DType]) -> Option<(Program, DType)> {
     let load = |k: u16| Instr::Load { dst: k, input: k };
-    let two = |f: FBinary| program(vec![load(0), load(1), Instr::Binary { dst: 2, f, a: 0, b: 1 }], 2);
     Some(match op {
         Op::Unary(u) => (unary_program(FUnary::Op(*u)), reg_for(dtypes[0])),
         Op::Powf(p) => (unary_program(FUnary::Powf(p.exponent.get().to_bits())), reg_for(dtypes[0])),
@@ -184,8 +183,8 @@ pub(crate) fn ew_program(op: &Op, dtypes: &[DType]) -> Option<(Program, DType)> 
             };
             (program(vec![load(0)], 0), reg)
         }
-        Op::Binary(b) => (two(FBinary::Op(*b)), reg_for(dtypes[0])),
-        Op::Compare(c) => (two(FBinary::Cmp(*c)), reg_for(dtypes[0])),
+        Op::Binary(b) => (Program::binary(FBinary::Op(*b)), reg_for(dtypes[0])),
+        Op::Compare(c) => (Program::binary(FBinary::Cmp(*c)), reg_for(dtypes[0])),
         Op::Where => (
             program(vec![load(0), load(1), load(2), Instr::Select { dst: 3, c: 0, a: 1, b: 2 }], 3),
             reg_for(dtypes[1]),

@@ -25,7 +25,7 @@ use crate::exec::memory::{MemoryPlan, dtype_slot};
 use crate::graph::fused::FusedProgram;
 use crate::ops::{BinaryOp, Op, TensorType};
 use crate::shape::{Shape, Strides};
-use janus_kernels::fused::{FBinary, Instr, Program};
+use janus_kernels::fused::{FBinary, Program};
 use smallvec::SmallVec;
 use std::sync::Arc;
 
@@ -275,15 +275,7 @@ fn window_halves(kind: &StepKind, v: &mut Values) -> Option<SmallVec<[StepKind; 
 /// The step writing `out = a + b`, the two halves' partial sums.
 fn add_partials(v: &Values, out: usize, a: usize, b: usize) -> StepKind {
     let vo = v.old.vals[out].as_ref().expect("results have values");
-    let program = Program {
-        instrs: vec![
-            Instr::Load { dst: 0, input: 0 },
-            Instr::Load { dst: 1, input: 1 },
-            Instr::Binary { dst: 2, f: FBinary::Op(BinaryOp::Add), a: 0, b: 1 },
-        ],
-        num_regs: 3,
-        outputs: vec![2],
-    };
+    let program = Program::binary(FBinary::Op(BinaryOp::Add));
     let ty = TensorType { shape: vo.shape.clone(), dtype: vo.dtype };
     let prog = FusedProgram {
         program,
