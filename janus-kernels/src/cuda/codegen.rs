@@ -161,7 +161,9 @@ fn unary(f: FUnary, a: &str, reg: DType) -> String {
         FUnary::Op(UnaryOp::Gelu) => {
             let (half, k) =
                 (literal(reg, 0.5f64.to_bits()), literal(reg, std::f64::consts::FRAC_1_SQRT_2.to_bits()));
-            format!("({a} * {half} * ({o} + erf{fl}({a} * {k})))")
+            let (ninf, nzero) =
+                (literal(reg, f64::NEG_INFINITY.to_bits()), literal(reg, (-0.0f64).to_bits()));
+            format!("({a} == {ninf} ? {nzero} : ({a} * {half} * ({o} + erf{fl}({a} * {k}))))")
         }
         FUnary::Op(UnaryOp::Silu) => format!("({a} * ({o} / ({o} + exp{fl}(-{a}))))"),
         FUnary::Op(UnaryOp::Softplus) => {

@@ -64,7 +64,9 @@ pub fn unary<T: Float>(f: FUnary, x: T) -> T {
         // The CUDA code generator writes these with the same operations in the same order.
         FUnary::Op(UnaryOp::Gelu) => {
             let half = T::from_f64(0.5);
-            x * half * (T::ONE + (x * T::from_f64(std::f64::consts::FRAC_1_SQRT_2)).erf())
+            let y = x * half * (T::ONE + (x * T::from_f64(std::f64::consts::FRAC_1_SQRT_2)).erf());
+            // The limit at -inf, where the formula gives -inf * 0 = NaN (as PyTorch's does).
+            if x == T::NEG_INFINITY { T::from_f64(-0.0) } else { y }
         }
         FUnary::Op(UnaryOp::Silu) => x * x.fast_sigmoid(),
         FUnary::Op(UnaryOp::Softplus) => {
