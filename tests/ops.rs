@@ -207,6 +207,30 @@ fn conv2d_matches_nested_loops_for_every_option() {
     );
 }
 
+/// A kernel column that lies wholly in the padding (width 3, padding 2, a 4-wide kernel dilated
+/// by 2: one output column, and tap 0 reads only padding). `unfold` once computed that empty
+/// range's start left of the image and panicked on valid input.
+#[test]
+fn conv2d_with_a_kernel_column_wholly_in_the_padding() {
+    use janus::Conv2dOptions;
+    let opts = Conv2dOptions { stride: [2, 1], padding: [1, 2], dilation: [1, 2], groups: 1 };
+    let (x, w) = (seq(&[1, 3, 4, 3], 5).requires_grad(), seq(&[2, 3, 2, 4], 6));
+    let y = x.conv2d(&w, None, opts);
+    assert_eq!(y.dims(), [1, 2, 3, 1]);
+    assert!(close(&y.to_vec::<f64>(), &conv_ref(&x, &w, None, opts), 1e-12));
+    // The input gradient (through `fold`, over the same windows): the sum of the outputs is
+    // linear in x, so each element's gradient is the change one unit in it makes.
+    let dx = y.sum_all().backward().get(&x).unwrap().to_vec::<f64>();
+    let base: f64 = conv_ref(&x, &w, None, opts).iter().sum();
+    let xv = x.to_vec::<f64>();
+    for (i, d) in dx.iter().enumerate() {
+        let mut e = xv.clone();
+        e[i] += 1.0;
+        let moved: f64 = conv_ref(&Tensor::from_vec(e, [1, 3, 4, 3]), &w, None, opts).iter().sum();
+        assert!((moved - base - d).abs() < 1e-9, "element {i}: {d} vs {}", moved - base);
+    }
+}
+
 #[test]
 fn pooling_with_padding_matches_pytorch() {
     // 4x4 values 0..16, a 3x3 window, stride 2, padding 1 (PyTorch's values).

@@ -108,8 +108,11 @@ pub fn unfold_part<T: Float>(g: &Window, x: &[T], pad: T, col: &mut [T], first: 
             out[..lo_w].fill(pad);
             out[hi_w..].fill(pad);
             if g.stride[1] == 1 {
-                let start = (lo_w as isize + off_w) as usize;
-                out[lo_w..hi_w].copy_from_slice(&line[start..start + hi_w - lo_w]);
+                // (An empty range may start left of the image: nothing to copy then.)
+                if lo_w < hi_w {
+                    let start = (lo_w as isize + off_w) as usize;
+                    out[lo_w..hi_w].copy_from_slice(&line[start..start + hi_w - lo_w]);
+                }
             } else {
                 for (ow, o) in out.iter_mut().enumerate().take(hi_w).skip(lo_w) {
                     *o = line[((ow * g.stride[1]) as isize + off_w) as usize];
@@ -360,7 +363,9 @@ pub fn max_pool_backward<T: Float>(g: &Window, x: &[T], gy: &[T], dx: &mut [T]) 
                         let outs = d0.chunks_exact_mut(2).zip(d1.chunks_exact_mut(2));
                         for ((&gv, (a, b)), (o0, o1)) in grow.iter().zip(taps).zip(outs) {
                             let at = winner4_at([a[0], a[1], b[0], b[1]]);
-                            let pick = |i: f64| if at == T::from_f64(i) { gv } else { T::ZERO };
+                            // `ZERO + gv`, as the scatter into a cleared plane below sums it
+                            // (a -0 cotangent lands as +0 either way).
+                            let pick = |i: f64| if at == T::from_f64(i) { T::ZERO + gv } else { T::ZERO };
                             (o0[0], o0[1], o1[0], o1[1]) = (pick(0.0), pick(1.0), pick(2.0), pick(3.0));
                         }
                     },
@@ -445,7 +450,9 @@ mod tests {
             let (plane, taps) = (g.n * oh * ow, k * k);
             let mut col = vec![0.0; g.col_len()];
             unfold(&g, &x, f64::NEG_INFINITY, &mut col);
-            let gy: Vec<f64> = (0..g.n * g.c * oh * ow).map(|i| 1.0 + i as f64).collect();
+            // Some -0 cotangents: every path lands them as +0, as a sum into zeros does.
+            let gy: Vec<f64> =
+                (0..g.n * g.c * oh * ow).map(|i| if i % 3 == 0 { -0.0 } else { 1.0 + i as f64 }).collect();
             let (mut want, mut back_col) = (vec![0.0; gy.len()], vec![0.0; g.col_len()]);
             for c in 0..g.c {
                 for q in 0..plane {
@@ -464,7 +471,8 @@ mod tests {
             let (mut dx, mut want_dx) = (vec![1.0; xn], vec![0.0; xn]);
             max_pool_backward(&g, &x, &gy, &mut dx);
             fold(&g, &back_col, &mut want_dx);
-            assert_eq!(dx, want_dx, "{g:?}");
+            let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&dx), bits(&want_dx), "{g:?}");
         }
     }
 
