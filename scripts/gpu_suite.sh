@@ -75,8 +75,9 @@ run() {
     want cartpole && stage cartpole 60 "$dir/cartpole" --device cuda --envs 256 --episodes 10000
     want tree_rnn && stage tree_rnn 45 "$dir/tree_rnn" --device cuda
     if [ -d "$dir/refbench" ] && [ "$quick" != 2 ]; then
-        # The LSTM step's PyTorch anchors alone (`peers_lstm`), or every GPU anchor (`peers`).
-        want peers_lstm && stage peers_lstm 240 bash -c "cd $dir/refbench && for m in eager cudnn compile_cudagraphs; do
+        # The LSTM step's PyTorch anchors alone (`peers_lstm`, only when named), or every GPU
+        # anchor (`peers`).
+        [[ " ${STAGES:-} " == *" peers_lstm "* ]] && stage peers_lstm 240 bash -c "cd $dir/refbench && for m in eager cudnn compile_cudagraphs; do
             python3 lstm_torch.py --mode \$m --steps 50 --device cuda --json-out $OUT/gpu_anchors.jsonl | grep ^RESULT; done"
         want peers && stage peers 300 bash "$dir/refbench/gpu_anchors.sh" "$OUT"
     fi
