@@ -8,7 +8,7 @@
 //! C++ compiler (`c++`, `g++` or `clang++`); without one it prints why and passes.
 
 use janus_kernels::DType;
-use janus_kernels::cuda::codegen::EwSpec;
+use janus_kernels::cuda::codegen::{EwSpec, const_words};
 use janus_kernels::cuda::ops::elementwise_spec;
 use janus_kernels::elementwise::{BinaryOp, CmpOp, UnaryOp};
 use janus_kernels::fused::{self, FBinary, FUnary, Input, Instr, Output, Outputs, Program};
@@ -145,7 +145,8 @@ fn case<T: fused::Scratch + janus_kernels::dtype::Float>(
     let out_types = vec![reg; prog.outputs.len()];
     let (spec, merged, per_input) = elementwise_spec(&prog, reg, &shape, &types, &out_types, r.below(2) == 0);
     // Addresses are patched in by the harness: placeholders here.
-    let words = spec.params(n, &merged, &per_input, &vec![0; inputs], &vec![0; out_types.len()]);
+    let consts = const_words(&prog, reg);
+    let words = spec.params(n, &merged, &per_input, &vec![0; inputs], &vec![0; out_types.len()], &consts);
     let ins = bufs.iter().zip(&views).map(|(b, (_, off))| bytes(&b[*off..])).collect();
     let want = outs.iter().map(|o| o.iter().map(|v| v.to_f64()).collect()).collect();
     Case { spec, words, ins, want, reg }

@@ -90,7 +90,7 @@ fn nvrtc_compiles_generated_elementwise_kernels() {
             (Some(Baked { shape: vec![32, 512], strides: vec![vec![], vec![0, 1], vec![1, 32]] }), 2),
         ] {
             let spec = EwSpec {
-                program: prog.clone(),
+                program: janus_kernels::cuda::codegen::canonical_program(&prog),
                 reg,
                 inputs: vec![
                     (reg, Access::Contiguous),

@@ -60,7 +60,8 @@ impl Baked {
 /// One elementwise kernel.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct EwSpec {
-    /// The register program.
+    /// The register program, each `BinaryConst`'s constant replaced by its index in the launch
+    /// constants ([`canonical_program`]).
     pub program: Program,
     /// Register type: `F32`, `F64` or `I64` (bools are 0/1 in registers).
     pub reg: DType,
@@ -95,6 +96,51 @@ pub fn literal(reg: DType, bits: u64) -> String {
         DType::F64 => format!("__longlong_as_double((long long)0x{bits:016x}ull)"),
         DType::I64 | DType::Bool => format!("((long long)0x{:016x}ull)", v as i64 as u64),
     }
+}
+
+/// Constant `k` of `P::k` as a value of register type `reg` (the word holds what
+/// [`const_words`] put there).
+fn const_param(reg: DType, k: u64) -> String {
+    match reg {
+        DType::F32 => format!("__int_as_float((int)p.k[{k}])"),
+        DType::F64 => format!("__longlong_as_double((long long)p.k[{k}])"),
+        DType::I64 | DType::Bool => format!("((long long)p.k[{k}])"),
+    }
+}
+
+/// `p` with each `BinaryConst`'s constant replaced by its index among them. Kernels take the
+/// constants at launch ([`EwSpec::params`]), so programs that differ only in them (a mean's
+/// `1/N` at another batch size, another learning rate) share one compiled kernel.
+pub fn canonical_program(p: &Program) -> Program {
+    let mut k = 0;
+    let mut out = p.clone();
+    for i in &mut out.instrs {
+        if let Instr::BinaryConst { c, .. } = i {
+            *c = k;
+            k += 1;
+        }
+    }
+    out
+}
+
+/// The constants of `p`'s `BinaryConst`s in order, as the launch words of register type `reg`
+/// hold them: converted exactly as the CPU converts them (`as f32`, `as i64`), as [`literal`]
+/// writes them.
+pub fn const_words(p: &Program, reg: DType) -> Vec<u64> {
+    p.instrs
+        .iter()
+        .filter_map(|i| match *i {
+            Instr::BinaryConst { c, .. } => {
+                let v = f64::from_bits(c);
+                Some(match reg {
+                    DType::F32 => (v as f32).to_bits() as u64,
+                    DType::F64 => c,
+                    DType::I64 | DType::Bool => v as i64 as u64,
+                })
+            }
+            _ => None,
+        })
+        .collect()
 }
 
 fn zero_one(reg: DType) -> (&'static str, &'static str) {
@@ -273,7 +319,8 @@ impl EwSpec {
 
     /// Parameter words for a launch, laid out as the generated `struct P`: `n`, then (when not
     /// baked and some input is strided) the shape and each strided input's strides, then the
-    /// input and output addresses.
+    /// input and output addresses, then the program's constants ([`const_words`] of the
+    /// program the spec was made from).
     pub fn params(
         &self,
         n: usize,
@@ -281,6 +328,7 @@ impl EwSpec {
         strides: &[Vec<usize>],
         ins: &[u64],
         outs: &[u64],
+        consts: &[u64],
     ) -> Vec<u64> {
         let mut p = vec![n as u64];
         let strided = self.strided();
@@ -292,7 +340,14 @@ impl EwSpec {
         }
         p.extend_from_slice(ins);
         p.extend_from_slice(outs);
+        debug_assert_eq!(consts.len(), self.const_count(), "params: the program's constants");
+        p.extend_from_slice(consts);
         p
+    }
+
+    /// How many constants the kernel takes at launch (`P::k`).
+    fn const_count(&self) -> usize {
+        self.program.instrs.iter().filter(|i| matches!(i, Instr::BinaryConst { .. })).count()
     }
 
     /// The CUDA C source of the kernel.
@@ -321,6 +376,10 @@ impl EwSpec {
         }
         if nout > 0 {
             let _ = writeln!(s, "  void* out[{nout}];");
+        }
+        let nk = self.const_count();
+        if nk > 0 {
+            let _ = writeln!(s, "  unsigned long long k[{nk}];");
         }
         let _ = writeln!(s, "}};");
         let _ = writeln!(
@@ -378,7 +437,8 @@ impl EwSpec {
                     format!("r{dst} = {};", binary(f, &format!("r{a}"), &format!("r{b}"), self.reg))
                 }
                 Instr::BinaryConst { dst, f, a, c, const_left } => {
-                    let (ra, lc) = (format!("r{a}"), literal(self.reg, c));
+                    // `c` is the constant's index in `P::k` (see `canonical_program`).
+                    let (ra, lc) = (format!("r{a}"), const_param(self.reg, c));
                     let e = if const_left {
                         binary(f, &lc, &ra, self.reg)
                     } else {
@@ -453,6 +513,33 @@ mod tests {
         assert_ne!(e.kernel_name(), f.kernel_name());
         // Inner sizes are baked.
         assert_ne!(a.kernel_name(), spec(&[8, 16], [&[16, 1], &[0, 1]]).kernel_name());
+    }
+
+    #[test]
+    fn constants_are_launch_parameters() {
+        use crate::cuda::ops::elementwise_spec;
+        let scaled = |c: f64| Program {
+            instrs: vec![
+                Instr::Load { dst: 0, input: 0 },
+                Instr::BinaryConst {
+                    dst: 1,
+                    f: FBinary::Op(BinaryOp::Mul),
+                    a: 0,
+                    c: c.to_bits(),
+                    const_left: false,
+                },
+            ],
+            num_regs: 2,
+            outputs: vec![1],
+        };
+        let spec = |c: f64| {
+            elementwise_spec(&scaled(c), DType::F32, &[7], &[(DType::F32, &[1])], &[DType::F32], true).0
+        };
+        assert_eq!(spec(1.0 / 300.0).kernel_name(), spec(1.0 / 517.0).kernel_name());
+        assert!(spec(0.5).source().contains("p.k[0]"));
+        assert_eq!(const_words(&scaled(0.1), DType::F32), [0.1f32.to_bits() as u64]);
+        assert_eq!(const_words(&scaled(0.1), DType::F64), [0.1f64.to_bits()]);
+        assert_eq!(const_words(&scaled(-2.7), DType::I64), [-2i64 as u64]);
     }
 
     #[test]

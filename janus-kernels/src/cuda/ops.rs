@@ -3,7 +3,7 @@
 //! (so they run unchanged inside a CUDA graph capture).
 
 use super::CudaError;
-use super::codegen::{Access, Baked, EwSpec, plan_access};
+use super::codegen::{Access, Baked, EwSpec, canonical_program, const_words, plan_access};
 use super::device::CudaDevice;
 use super::launch::{Args, grid_for, grid_for_warps, nd_words};
 use super::library::{Kernel, ReduceOp, reduce_code};
@@ -70,7 +70,7 @@ pub fn elementwise_spec(
         .max()
         .unwrap_or(0);
     let spec = EwSpec {
-        program: program.clone(),
+        program: canonical_program(program),
         reg,
         inputs: inputs.iter().zip(&access).map(|(v, &a)| (v.0, a)).collect(),
         outputs: outputs.to_vec(),
@@ -103,7 +103,7 @@ pub fn elementwise(
     let f = dev.ew_function(&spec)?;
     let ins: Vec<u64> = inputs.iter().map(View::start).collect();
     let outs: Vec<u64> = outputs.iter().map(|o| o.0).collect();
-    let words = spec.params(n, &merged, &per_input, &ins, &outs);
+    let words = spec.params(n, &merged, &per_input, &ins, &outs, &const_words(program, reg));
     // SAFETY: the parameter words follow the generated `struct P`; the views and outputs
     // cover `n` elements (the caller's contract).
     unsafe { dev.launch(f, grid_for(n, dev.sm_count), Args::new().words(words)) }
