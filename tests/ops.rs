@@ -407,6 +407,7 @@ fn f32_unary_ops_agree_with_f64_at_the_extremes() {
         let eager = f(&x32).to_vec::<f32>();
         let traced = trace(move |a: &[Tensor]| vec![f(&(&a[0] * 1.0)) + 0.0]);
         let fused = (0..2).map(|_| traced.run(std::slice::from_ref(&x32))[0].to_vec::<f32>()).last().unwrap();
+        assert!(traced.compiled().is_some(), "{name}: the traced op was compiled");
         let both = [("eager", &eager), ("compiled", &fused)];
         for (path, ((&x, &g), &w)) in
             both.iter().flat_map(|(p, got)| xs.iter().zip(got.iter()).zip(&want).map(move |v| (p, v)))

@@ -13,6 +13,7 @@
 //! | `JANUS_MODE=eager\|janus\|check` | how `#[janus]` functions run (default `janus`) |
 //! | `JANUS_CHECK_EVERY=N` | in `janus` mode, also check every N-th replay of each variant against eager execution |
 //! | `JANUS_SELF_CHECK=0` | turn off the sampled self-check (replays 1, 2, 4, ..., 4096, then every 4096th) |
+//! | `JANUS_CUDA_WINDOWS=device` | run `unfold`, `fold` and max pooling on CUDA tensors as device kernels, not through the host |
 //! | `JANUS_LOG=info\|explain\|debug` | log staging decisions to stderr (installs a logger if none is set) |
 
 use std::cell::Cell;
@@ -41,6 +42,9 @@ pub struct Config {
     pub check_every: u64,
     /// The sampled self-check (see `rt::check`): on unless `JANUS_SELF_CHECK=0`.
     pub self_check: bool,
+    /// Run `unfold`, `fold` and max pooling on CUDA tensors as device kernels
+    /// (`JANUS_CUDA_WINDOWS=device`) instead of through the host.
+    pub cuda_windows: bool,
     /// Requested log level, if any.
     pub log: Option<log::LevelFilter>,
 }
@@ -68,6 +72,7 @@ pub fn config() -> &'static Config {
         },
         check_every: std::env::var("JANUS_CHECK_EVERY").ok().and_then(|v| v.parse().ok()).unwrap_or(0),
         self_check: std::env::var("JANUS_SELF_CHECK").map_or(true, |v| v != "0"),
+        cuda_windows: std::env::var("JANUS_CUDA_WINDOWS").is_ok_and(|v| v == "device"),
         log: match std::env::var("JANUS_LOG").as_deref() {
             Ok("debug") => Some(log::LevelFilter::Debug),
             Ok("info") | Ok("explain") => Some(log::LevelFilter::Info),

@@ -77,6 +77,11 @@ pub fn set_windows_on_device(on: bool) {
     crate::backend::cuda::set_windows_on_device(on);
 }
 
+/// Where the sliding windows run on CUDA tensors now (see [`set_windows_on_device`]).
+pub fn windows_on_device() -> bool {
+    crate::backend::cuda::windows_on_device()
+}
+
 /// NVRTC compilations in this process: `(compiled, read from the disk cache, ms compiling)`.
 pub fn compile_stats() -> (u64, u64, u64) {
     let s = janus_kernels::cuda::nvrtc::stats();

@@ -45,6 +45,15 @@ pub(crate) fn install_hook() {
     });
 }
 
+/// The text of a caught panic's payload (empty when it is neither a `String` nor a `&str`).
+pub(crate) fn message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_default()
+}
+
 /// Runs `f`, catching a panic without printing its message (while janus's hook is installed:
 /// fragments install it when first entered).
 #[inline]

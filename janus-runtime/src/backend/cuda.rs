@@ -423,18 +423,14 @@ pub(crate) fn runs_on_host(op: &Op) -> bool {
     }
 }
 
-/// Where the sliding windows run for CUDA tensors: 0 not decided yet, 1 the host, 2 the device.
+/// 0: as `JANUS_CUDA_WINDOWS` says; 1: through the host; 2: device kernels.
 static WINDOWS: AtomicU8 = AtomicU8::new(0);
 
 /// Whether `unfold`, `fold` and max pooling run as device kernels on CUDA tensors
 /// (`JANUS_CUDA_WINDOWS=device`, or [`set_windows_on_device`]) rather than through the host.
 pub(crate) fn windows_on_device() -> bool {
     match WINDOWS.load(Ordering::Relaxed) {
-        0 => {
-            let on = std::env::var("JANUS_CUDA_WINDOWS").is_ok_and(|v| v == "device");
-            WINDOWS.store(if on { 2 } else { 1 }, Ordering::Relaxed);
-            on
-        }
+        0 => crate::config::config().cuda_windows,
         v => v == 2,
     }
 }

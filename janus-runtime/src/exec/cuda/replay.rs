@@ -112,10 +112,12 @@ impl CudaPlan {
                 }
                 // A step that panics (an eager kernel asked for work a graph cannot hold, say)
                 // ends the capture with an error: the plan then runs its steps one by one.
-                let steps =
-                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.run_steps(l, &bases)));
+                let steps = crate::panics::catch_quietly(|| self.run_steps(l, &bases));
                 steps.map_err(|p| {
-                    CudaError::NotCapturable(format!("a step that panicked ({})", panic_message(&*p)))
+                    CudaError::NotCapturable(format!(
+                        "a step that panicked ({})",
+                        crate::panics::message(&*p)
+                    ))
                 })??;
                 if has_out {
                     dev.launch(f_out, 1, Args::new().words(stage_words(stage_out, &[], &[])))?;
@@ -213,14 +215,6 @@ impl CudaPlan {
         }
         Some(self.outputs(l, inputs, &fresh, &[]))
     }
-}
-
-/// The text of a caught panic.
-fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
-    p.downcast_ref::<String>()
-        .cloned()
-        .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
-        .unwrap_or_default()
 }
 
 /// A host tensor's bytes as little-endian words (for a stage table's inline data).

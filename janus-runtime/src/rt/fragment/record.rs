@@ -175,11 +175,7 @@ impl Fragment {
                 self.generalise(st, v);
             }
             Err(e) => {
-                let msg = e
-                    .downcast_ref::<String>()
-                    .cloned()
-                    .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()));
-                self.unstageable(v, format!("compile error: {}", msg.unwrap_or_default()));
+                self.unstageable(v, format!("compile error: {}", crate::panics::message(&*e)));
             }
         }
     }
