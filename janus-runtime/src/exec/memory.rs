@@ -4,6 +4,7 @@
 //! `unsafe` access of the executor's steps relies on, and the tests check them on random
 //! graphs.
 
+use super::free::{Ancestry, FreeList};
 use super::lower::{BufRef, Lowered, Placement, Step, StepKind, ValRef, is_dense};
 use crate::DType;
 use crate::graph::Graph;
@@ -26,94 +27,6 @@ pub struct MemoryPlan {
     pub in_place: usize,
 }
 
-/// A free arena range, with the steps that touched its earlier occupants. (Steps running in
-/// parallel are ordered around its reuse by the element ranges they touch: [`dependencies`].)
-#[derive(Clone)]
-struct FreeBlock {
-    start: usize,
-    len: usize,
-    /// The steps that read or wrote what it held; `None` when too many to track.
-    users: Option<SmallVec<[u32; 8]>>,
-    /// The last of those steps.
-    last: usize,
-}
-
-/// Blocks merged from occupants touched by more steps than this stop tracking them.
-const MAX_BLOCK_USERS: usize = 64;
-
-impl FreeBlock {
-    /// Whether step `s` may write it without a new ordering constraint: every step that touched
-    /// its earlier occupants is one `s` already depends on through the values it reads.
-    fn free_for(&self, s: usize, anc: &Ancestry) -> bool {
-        self.users.as_ref().is_some_and(|users| users.iter().all(|&u| anc.precedes(u as usize, s)))
-    }
-}
-
-/// Returns a range to the free list, merging it with free neighbours.
-fn release(free: &mut Vec<FreeBlock>, mut b: FreeBlock) {
-    while let Some(k) = free.iter().position(|f| f.start + f.len == b.start || b.start + b.len == f.start) {
-        let f = free.swap_remove(k);
-        b.start = b.start.min(f.start);
-        b.len += f.len;
-        b.last = b.last.max(f.last);
-        b.users = match (b.users, f.users) {
-            (Some(mut a), Some(c)) if a.len() + c.len() <= MAX_BLOCK_USERS => {
-                a.extend(c);
-                Some(a)
-            }
-            _ => None,
-        };
-    }
-    free.push(b);
-}
-
-/// Which steps each step depends on, directly or not, through the values it reads: a bitset
-/// per step. Reusing a range whose occupants only such steps touched adds no ordering between
-/// steps that could otherwise run side by side on the two workers; the LSTM step's
-/// cross-entropy backward once reused a range the loss's sum read, which held the whole
-/// backward pass until the 32 per-step losses were summed (`JANUS_TIMELINE`).
-struct Ancestry {
-    words: usize,
-    bits: Vec<u64>,
-}
-
-impl Ancestry {
-    /// Programs with more steps plan without it (the bitsets grow with the square of the
-    /// count: 2 MiB at this bound).
-    const MAX_STEPS: usize = 4096;
-
-    fn new(steps: &[Step], vals: usize, root: impl Fn(usize) -> usize) -> Option<Ancestry> {
-        let n = steps.len();
-        if n > Self::MAX_STEPS {
-            return None;
-        }
-        let words = n.div_ceil(64);
-        let mut bits = vec![0u64; n * words];
-        let mut writers: Vec<SmallVec<[u32; 2]>> = vec![SmallVec::new(); vals];
-        for (s, st) in steps.iter().enumerate() {
-            let (done, row) = bits.split_at_mut(s * words);
-            let row = &mut row[..words];
-            for r in st.kind.reads() {
-                for &p in &writers[root(r)] {
-                    let p = p as usize;
-                    row[p / 64] |= 1 << (p % 64);
-                    row.iter_mut().zip(&done[p * words..(p + 1) * words]).for_each(|(x, y)| *x |= y);
-                }
-            }
-            for w in st.kind.writes() {
-                writers[root(w)].push(s as u32);
-            }
-        }
-        Some(Ancestry { words, bits })
-    }
-
-    /// Whether step `a` runs before step `s` in every schedule (`s` reads what `a` produced,
-    /// directly or not).
-    fn precedes(&self, a: usize, s: usize) -> bool {
-        self.bits[s * self.words + a / 64] >> (a % 64) & 1 == 1
-    }
-}
-
 pub(crate) fn dtype_slot(d: DType) -> usize {
     match d {
         DType::F32 => 0,
@@ -123,8 +36,129 @@ pub(crate) fn dtype_slot(d: DType) -> usize {
     }
 }
 
-/// Liveness and buffer assignment.
+/// One allocation of the arena plan: a root value (`assign_buffers`), or after the CPU
+/// backend's split a piece of one that no step's view straddles (`cpu/split.rs`). Units that
+/// are not `arena` (inputs, constants, outputs) are never placed, but the steps writing them
+/// still order their readers in the [`Ancestry`].
+pub(crate) struct Unit {
+    pub(crate) dtype: DType,
+    pub(crate) len: usize,
+    pub(crate) arena: bool,
+}
+
+/// Where [`place`] put the arena units: per unit its start in its dtype's arena, and the plan.
+pub(crate) struct Placed {
+    pub(crate) start: Vec<Option<usize>>,
+    pub(crate) plan: MemoryPlan,
+}
+
+/// Liveness of `units` over `steps` (value `v` lies in unit `unit_of[v]`) and their placement
+/// in one arena per dtype, in step order. A unit written at step `s` whose `in_place(s, v)`
+/// names an addend unit that dies at `s`, of its length, takes the addend's range (a GEMM
+/// accumulating in place); else the smallest free range that fits among those reusable
+/// without a new ordering, else the range freed first, else fresh space.
 // Long by design: liveness, the free lists and the reuse order are one sweep over the steps.
+pub(crate) fn place(
+    steps: &[Step],
+    units: &[Unit],
+    unit_of: &[usize],
+    extent_of: impl Fn(usize) -> (usize, usize),
+    in_place: impl Fn(usize, usize) -> Option<usize>,
+    couple: bool,
+) -> Placed {
+    let n = units.len();
+    let mut def_step = vec![usize::MAX; n];
+    let mut last_use = vec![0usize; n];
+    // Per unit, the steps touching it (those a reuse of its range must follow).
+    let mut users: Vec<SmallVec<[u32; 8]>> = vec![SmallVec::new(); n];
+    for (s, st) in steps.iter().enumerate() {
+        // By unit: the parts of a concatenation written in place (`lower::alias_cats`) are
+        // views of it, so it lives from its first part's write.
+        for w in st.kind.writes() {
+            let w = unit_of[w];
+            def_step[w] = def_step[w].min(s);
+            last_use[w] = last_use[w].max(s);
+            users[w].push(s as u32);
+        }
+        for r in st.kind.reads() {
+            let r = unit_of[r];
+            last_use[r] = last_use[r].max(s);
+            users[r].push(s as u32);
+        }
+    }
+    let ancestry = Ancestry::new(steps, n, |v| {
+        let (lo, hi) = extent_of(v);
+        (unit_of[v], lo, hi)
+    });
+    // Per unit, the steps writing it and the elements each writes.
+    let mut writers: Vec<SmallVec<[(usize, usize, usize); 2]>> = vec![SmallVec::new(); n];
+    for (s, st) in steps.iter().enumerate() {
+        for w in st.kind.writes() {
+            let (lo, hi) = extent_of(w);
+            writers[unit_of[w]].push((s, lo, hi.min(units[unit_of[w]].len)));
+        }
+    }
+    let mut plan = MemoryPlan::default();
+    let mut start: Vec<Option<usize>> = vec![None; n];
+    let mut free: [FreeList; 4] = Default::default();
+    let mut dying: Vec<Vec<usize>> = vec![Vec::new(); steps.len()];
+    for (u, &d) in def_step.iter().enumerate() {
+        if d != usize::MAX && units[u].arena {
+            dying[last_use[u].max(d)].push(u);
+        }
+    }
+    for (s, st) in steps.iter().enumerate() {
+        for part in st.kind.writes() {
+            let w = unit_of[part];
+            if !units[w].arena || start[w].is_some() {
+                continue;
+            }
+            let (slot, need) = (dtype_slot(units[w].dtype), units[w].len);
+            plan.naive_bytes += need * units[w].dtype.size_in_bytes();
+            if let Some(c) = in_place(s, part)
+                && let Some(at) = start[c]
+                && last_use[c] == s
+                && units[c].len == need
+                && units[c].dtype == units[w].dtype
+            {
+                start[w] = Some(at);
+                dying[s].retain(|&v| v != c);
+                plan.in_place += 1;
+                continue;
+            }
+            // Over free ranges reusable without a new ordering, the tightest first; else
+            // (`couple`) over those freed first, whose users are the likeliest to have run (a step
+            // reading only inputs, such as a one-hot of the targets, follows nothing); else in
+            // fresh space. Without the ancestry (a very long program), the tightest fit.
+            let at = match free[slot].find(need, plan.arena_len[slot], &writers[w], ancestry.as_ref(), steps, couple) {
+                Some(p) => {
+                    free[slot].take(p, need);
+                    plan.buffers_reused += 1;
+                    plan.arena_len[slot] = plan.arena_len[slot].max(p + need);
+                    p
+                }
+                None => {
+                    let at = plan.arena_len[slot];
+                    plan.arena_len[slot] += need;
+                    at
+                }
+            };
+            start[w] = Some(at);
+        }
+        for &u in &dying[s] {
+            if let Some(at) = start[u] {
+                free[dtype_slot(units[u].dtype)].release(at, units[u].len, std::mem::take(&mut users[u]), s);
+            }
+        }
+    }
+    plan.planned_bytes = [DType::F32, DType::F64, DType::I64, DType::Bool]
+        .iter()
+        .map(|d| plan.arena_len[dtype_slot(*d)] * d.size_in_bytes())
+        .sum();
+    Placed { start, plan }
+}
+
+/// Liveness and buffer assignment: every root value is a unit of [`place`].
 pub(crate) fn assign_buffers(
     g: &Graph,
     steps: Vec<Step>,
@@ -135,123 +169,39 @@ pub(crate) fn assign_buffers(
     memo_of: &[Option<usize>],
 ) -> Lowered {
     let n = g.nodes.len();
-    let root = |i: usize| layout[i].as_ref().unwrap().root;
-    let mut def_step = vec![usize::MAX; n];
-    let mut last_use = vec![0usize; n];
-    // Per root, the steps touching it (those a reuse of its range must follow).
-    let mut users: Vec<SmallVec<[u32; 8]>> = vec![SmallVec::new(); n];
-    for (s, st) in steps.iter().enumerate() {
-        // By root: the parts of a concatenation written in place (`lower::alias_cats`) are
-        // views of it, so it lives from its first part's write.
-        for w in st.kind.writes() {
-            let w = root(w);
-            def_step[w] = def_step[w].min(s);
-            last_use[w] = last_use[w].max(s);
-            users[w].push(s as u32);
-        }
-        for r in st.kind.reads() {
-            let r = root(r);
-            last_use[r] = last_use[r].max(s);
-            users[r].push(s as u32);
-        }
-    }
-    let ancestry = Ancestry::new(&steps, n, root);
+    let root = |i: usize| layout[i].as_ref().map_or(i, |l| l.root);
     // Roots reaching the outputs get output buffers.
     let mut out_slot: Vec<Option<usize>> = vec![None; n];
     let mut output_bufs: Vec<(DType, usize)> = Vec::new();
+    let written: std::collections::HashSet<usize> =
+        steps.iter().flat_map(|st| st.kind.writes()).map(root).collect();
     for o in &g.outputs {
         let r = root(o.index());
-        if def_step[r] != usize::MAX && out_slot[r].is_none() {
+        if written.contains(&r) && out_slot[r].is_none() {
             out_slot[r] = Some(output_bufs.len());
             output_bufs.push((g.nodes[r].ty.dtype, g.nodes[r].ty.shape.elems()));
         }
     }
-    // Arena assignment in step order.
-    let mut plan = MemoryPlan::default();
-    let mut arena_start: Vec<Option<usize>> = vec![None; n];
-    let mut free: [Vec<FreeBlock>; 4] = Default::default();
-    let mut dying: Vec<Vec<usize>> = vec![Vec::new(); steps.len()];
-    for (i, &d) in def_step.iter().enumerate() {
-        if d != usize::MAX && out_slot[i].is_none() {
-            dying[last_use[i].max(d)].push(i);
-        }
-    }
-    for (s, st) in steps.iter().enumerate() {
-        for part in st.kind.writes() {
-            let w = root(part);
-            if out_slot[w].is_some() || arena_start[w].is_some() {
-                continue;
-            }
-            let ty = &g.nodes[w].ty;
-            let (slot, need) = (dtype_slot(ty.dtype), ty.shape.elems());
-            plan.naive_bytes += need * ty.dtype.size_in_bytes();
-            // In place: the addend of a GEMM that dies here, dense, of the result's shape, and
-            // not also one of the factors.
-            if let StepKind::MatMul { a, b, c: Some(c), .. } = st.kind
-                && part == w
+    let units: Vec<Unit> = (0..n)
+        .map(|i| Unit { dtype: g.nodes[i].ty.dtype, len: g.nodes[i].ty.shape.elems(), arena: out_slot[i].is_none() })
+        .collect();
+    let unit_of: Vec<usize> = (0..n).map(root).collect();
+    // In place: the addend of a GEMM, dense, of the result's shape, and not also one of the
+    // factors (`place` checks that it dies there).
+    let in_place = |s: usize, part: usize| match steps[s].kind {
+        StepKind::MatMul { a, b, c: Some(c), .. }
+            if part == root(part)
                 && c == root(c)
                 && root(a) != c
                 && root(b) != c
-                && let Some(start) = arena_start[c]
-                && last_use[c] == s
-                && g.nodes[c].ty == *ty
-                && is_dense(layout[c].as_ref().unwrap(), &ty.shape)
-            {
-                arena_start[w] = Some(start);
-                dying[s].retain(|&v| v != c);
-                plan.in_place += 1;
-                continue;
-            }
-            // The smallest range that fits among those reusable without a new ordering; else the
-            // one freed first, whose users are the likeliest to have run (a step reading only
-            // inputs, such as a one-hot of the targets, follows nothing). Without the ancestry
-            // (a very long program), the smallest that fits.
-            let fit = free[slot]
-                .iter()
-                .enumerate()
-                .filter(|(_, b)| b.len >= need)
-                .min_by_key(|(_, b)| match &ancestry {
-                    Some(anc) if !b.free_for(s, anc) => (1, b.last),
-                    _ => (0, b.len),
-                })
-                .map(|(k, _)| k);
-            let start = match fit {
-                Some(k) => {
-                    let block = free[slot].swap_remove(k);
-                    if block.len > need {
-                        free[slot].push(FreeBlock {
-                            start: block.start + need,
-                            len: block.len - need,
-                            users: block.users.clone(),
-                            last: block.last,
-                        });
-                    }
-                    plan.buffers_reused += 1;
-                    block.start
-                }
-                None => {
-                    let start = plan.arena_len[slot];
-                    plan.arena_len[slot] += need;
-                    start
-                }
-            };
-            arena_start[w] = Some(start);
+                && g.nodes[c].ty == g.nodes[part].ty
+                && is_dense(layout[c].as_ref().unwrap(), &g.nodes[c].ty.shape) =>
+        {
+            Some(c)
         }
-        for &v in &dying[s] {
-            if let Some(start) = arena_start[v] {
-                let ty = &g.nodes[v].ty;
-                let used = Some(std::mem::take(&mut users[v])).filter(|u| u.len() <= MAX_BLOCK_USERS);
-                release(
-                    &mut free[dtype_slot(ty.dtype)],
-                    FreeBlock { start, len: ty.shape.elems(), users: used, last: s },
-                );
-            }
-        }
-    }
-    plan.planned_bytes = [DType::F32, DType::F64, DType::I64, DType::Bool]
-        .iter()
-        .map(|d| plan.arena_len[dtype_slot(*d)] * d.size_in_bytes())
-        .sum();
+        _ => None,
+    };
+    let Placed { start: arena_start, plan } = place(&steps, &units, &unit_of, |_| (0, usize::MAX), in_place, true);
     // Values.
     let vals: Vec<Option<ValRef>> = (0..n)
         .map(|i| {
@@ -624,4 +574,55 @@ pub(crate) mod tests {
         assert_eq!(distinct.len(), 2, "parts are not views of their stack: roots {roots:?}");
         assert_eq!(cats(true).0, 1, "a stacked input must be copied");
     }
+}
+
+/// TEMP debug: dependency edges not implied by the data flow, (all, between the two workers).
+pub(crate) fn false_edges(l: &Lowered) -> (usize, usize) {
+    let n = l.steps.len();
+    let words = n.div_ceil(64);
+    let mut bits = vec![0u64; n * words];
+    // RAW by root-relative extent.
+    let mut writers: HashMap<usize, Vec<(usize, usize, usize)>> = HashMap::new();
+    let ext = |i: usize| {
+        let v = l.vals[i].as_ref()?;
+        (v.shape.elems() > 0).then(|| (v.offset, v.offset + v.layout().span()))
+    };
+    for (s, st) in l.steps.iter().enumerate() {
+        for r in st.kind.reads() {
+            let Some((lo, hi)) = ext(r) else { continue };
+            for &(w, a, b) in writers.get(&l.roots[r]).map_or(&[][..], |v| &v[..]) {
+                if a < hi && lo < b && w != s {
+                    bits[s * words + w / 64] |= 1 << (w % 64);
+                    for k in 0..words {
+                        let x = bits[w * words + k];
+                        bits[s * words + k] |= x;
+                    }
+                }
+            }
+        }
+        for w in st.kind.writes() {
+            if let Some((a, b)) = ext(w) {
+                writers.entry(l.roots[w]).or_default().push((s, a, b));
+            }
+        }
+    }
+    let deps = dependencies(l);
+    let (mut all, mut cross) = (0, 0);
+    for (s, d) in deps.iter().enumerate() {
+        for &p in d {
+            if bits[s * words + p / 64] >> (p % 64) & 1 == 0 {
+                all += 1;
+                let (ws, wp) = (l.steps[s].worker, l.steps[p].worker);
+                if ws != 0 && wp != 0 && ws != wp {
+                    cross += 1;
+                    if std::env::var("JANUS_REPLAN_DEBUG").as_deref() == Ok("2") && cross < 12 {
+                        let short = |k: &StepKind| { let d = format!("{k:?}"); d.chars().take(160).collect::<String>() };
+                        let vs = |k: &StepKind| k.writes().iter().chain(k.reads().iter()).map(|&i| { let v = l.vals[i].as_ref().unwrap(); format!("{}:{:?}@{:?}+{} root{}", i, v.shape.sizes(), v.buf, v.offset, l.roots[i]) }).collect::<Vec<_>>().join(" ");
+                        eprintln!("false edge {p} -> {s}:\n  {}\n   {}\n  {}\n   {}", short(&l.steps[p].kind), vs(&l.steps[p].kind), short(&l.steps[s].kind), vs(&l.steps[s].kind));
+                    }
+                }
+            }
+        }
+    }
+    (all, cross)
 }

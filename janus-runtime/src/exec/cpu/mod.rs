@@ -7,6 +7,7 @@
 mod frame;
 mod profile;
 pub(crate) mod schedule;
+mod replan;
 mod split;
 pub(crate) mod steps;
 

@@ -67,7 +67,7 @@ pub(crate) fn split_rows(l: &Lowered, min: u64, cost: impl Fn(&StepKind) -> u64)
     if steps.len() == l.steps.len() {
         return None;
     }
-    Some(Lowered {
+    let mut split = Lowered {
         steps,
         vals: v.vals,
         consts: l.consts.clone(),
@@ -76,7 +76,15 @@ pub(crate) fn split_rows(l: &Lowered, min: u64, cost: impl Fn(&StepKind) -> u64)
         plan: v.plan,
         roots: v.roots,
         memos: l.memos.clone(),
-    })
+    };
+    if std::env::var("JANUS_REPLAN").as_deref() != Ok("0") {
+        super::replan::replan(&mut split);
+    } else if std::env::var("JANUS_REPLAN_DEBUG").is_ok() {
+        let l = &split;
+        let cross = crate::exec::memory::false_edges(l);
+        eprintln!("noreplan: steps {} arena f32 {} false edges (all, cross-worker) {:?}", l.steps.len(), l.plan.arena_len[0], cross);
+    }
+    Some(split)
 }
 
 /// The values of the split program: the old ones, then the halves made for the split steps.

@@ -1,0 +1,184 @@
+//! The free ranges of one arena while `memory::place` lays values out, each with the steps that
+//! touched its last occupant. Neighbouring ranges are not merged: a value laid over some of
+//! them then orders only after their own users (steps running in parallel are ordered around a
+//! reuse by the element ranges they touch, `memory::dependencies`). Merged, the row halves of
+//! one value freed side by side became one range touched by both workers, and any value put
+//! there waited for both.
+
+use super::lower::Step;
+use smallvec::SmallVec;
+use std::collections::BTreeMap;
+
+/// Free ranges of occupants touched by more steps than this stop tracking them (a reuse then
+/// counts as ordering something new).
+const MAX_USERS: usize = 64;
+
+/// A free range: its length, the steps that touched its last occupant (`None`: too many) and
+/// the last of them.
+#[derive(Clone)]
+struct Free {
+    len: usize,
+    users: Option<SmallVec<[u32; 8]>>,
+    last: usize,
+}
+
+/// Which steps each step depends on, directly or not, through the values it reads: a bitset
+/// per step. Reusing a range whose occupants only such steps touched adds no ordering between
+/// steps that could otherwise run side by side on the two workers; the LSTM step's
+/// cross-entropy backward once reused a range the loss's sum read, which held the whole
+/// backward pass until the 32 per-step losses were summed (`JANUS_TIMELINE`).
+pub(crate) struct Ancestry {
+    words: usize,
+    bits: Vec<u64>,
+}
+
+impl Ancestry {
+    /// Programs with more steps plan without it (the bitsets grow with the square of the
+    /// count: 2 MiB at this bound).
+    const MAX_STEPS: usize = 4096;
+
+    /// Over `units`, value `v` lying in unit `at(v).0` at elements `at(v).1..at(v).2` of it:
+    /// a step depends on the writers of the elements it reads.
+    pub(crate) fn new(steps: &[Step], units: usize, at: impl Fn(usize) -> (usize, usize, usize)) -> Option<Ancestry> {
+        let n = steps.len();
+        if n > Self::MAX_STEPS {
+            return None;
+        }
+        let words = n.div_ceil(64);
+        let mut bits = vec![0u64; n * words];
+        let mut writers: Vec<SmallVec<[(u32, usize, usize); 2]>> = vec![SmallVec::new(); units];
+        for (s, st) in steps.iter().enumerate() {
+            let (done, row) = bits.split_at_mut(s * words);
+            let row = &mut row[..words];
+            for r in st.kind.reads() {
+                let (u, lo, hi) = at(r);
+                for &(p, a, b) in &writers[u] {
+                    if a < hi && lo < b {
+                        let p = p as usize;
+                        row[p / 64] |= 1 << (p % 64);
+                        row.iter_mut().zip(&done[p * words..(p + 1) * words]).for_each(|(x, y)| *x |= y);
+                    }
+                }
+            }
+            for w in st.kind.writes() {
+                let (u, lo, hi) = at(w);
+                writers[u].push((s as u32, lo, hi));
+            }
+        }
+        Some(Ancestry { words, bits })
+    }
+
+    /// Whether step `a` runs before step `s` in every schedule (`s` reads what `a` produced,
+    /// directly or not).
+    pub(crate) fn precedes(&self, a: usize, s: usize) -> bool {
+        self.bits[s * self.words + a / 64] >> (a % 64) & 1 == 1
+    }
+}
+
+/// How much writing over `f` at step `s` orders: 0 nothing new (every step that touched its
+/// occupant is one `s` already depends on); 1 only steps pinned to the worker `s` is pinned
+/// to (it runs them in order anyway); 2 more.
+fn coupling(f: &Free, s: usize, anc: Option<&Ancestry>, steps: &[Step]) -> u8 {
+    let Some(anc) = anc else { return 0 };
+    let Some(users) = &f.users else { return 2 };
+    let mut class = 0;
+    for &u in users {
+        let u = u as usize;
+        if anc.precedes(u, s) {
+            continue;
+        }
+        if steps[s].worker == 0 || steps[u].worker != steps[s].worker {
+            return 2;
+        }
+        class = 1;
+    }
+    class
+}
+
+/// One dtype's free ranges, by start.
+#[derive(Default)]
+pub(crate) struct FreeList(BTreeMap<usize, Free>);
+
+impl FreeList {
+    /// Frees `start..start + len`, last touched by `users` (`last` the latest of them).
+    pub(crate) fn release(&mut self, start: usize, len: usize, users: SmallVec<[u32; 8]>, last: usize) {
+        if len > 0 {
+            let users = Some(users).filter(|u| u.len() <= MAX_USERS);
+            self.0.insert(start, Free { len, users, last });
+        }
+    }
+
+    /// Where to put `need` elements written by `writers` (each a step and the range of the
+    /// new value it writes): over free ranges whose users each writer of them already follows
+    /// (or, class 1, that the writer's own worker ran), the tightest run of adjacent free
+    /// ranges first, flush with one of its ends where possible; else, when `couple`, over those
+    /// freed first; else at the end of the arena, `arena_end` elements long, over a free range
+    /// that ends it. `None`: in fresh space past the end.
+    pub(crate) fn find(
+        &self,
+        need: usize,
+        arena_end: usize,
+        writers: &[(usize, usize, usize)],
+        anc: Option<&Ancestry>,
+        steps: &[Step],
+        couple: bool,
+    ) -> Option<usize> {
+        let frees: Vec<(usize, usize, &Free)> = self.0.iter().map(|(&a, f)| (a, a + f.len, f)).collect();
+        // The coupling of laying the value at `p` over free range `f`.
+        let class = |p: usize, (a, b, f): (usize, usize, &Free)| {
+            let over = writers.iter().filter(|&&(_, lo, hi)| p + lo < b && a < p + hi);
+            over.map(|&(t, _, _)| coupling(f, t, anc, steps)).max().unwrap_or(0)
+        };
+        let mut best: Option<((u8, usize, bool, usize), usize)> = None;
+        let mut run = 0;
+        while run < frees.len() {
+            // A run of adjacent free ranges.
+            let mut end = run + 1;
+            while end < frees.len() && frees[end].0 == frees[end - 1].1 {
+                end += 1;
+            }
+            let (lo, hi) = (frees[run].0, frees[end - 1].1);
+            if hi == arena_end && hi - lo < need {
+                // Grows the arena by less than the whole value.
+                let c = frees[run..end].iter().map(|&f| class(lo, f)).max().unwrap_or(0);
+                let key = (c, usize::MAX, true, lo);
+                if c < 2 && best.as_ref().is_none_or(|(k, _)| key < *k) {
+                    best = Some((key, lo));
+                }
+            }
+            if hi - lo >= need {
+                let starts = frees[run..end].iter().map(|f| f.0).filter(|&p| p + need <= hi);
+                let ends = frees[run..end].iter().map(|f| f.1).filter(|&e| e >= lo + need).map(|e| e - need);
+                for p in starts.chain(ends) {
+                    let covered = frees[run..end].iter().filter(|f| f.0 < p + need && p < f.1);
+                    let (class, last) = covered.fold((0, 0), |(c, l), &f| (c.max(class(p, f)), l.max(f.2.last)));
+                    let key = match class {
+                        2 if !couple => continue,
+                        2 => (2, last, false, p),
+                        _ => (class, hi - lo, p != lo && p + need != hi, p),
+                    };
+                    if best.as_ref().is_none_or(|(k, _)| key < *k) {
+                        best = Some((key, p));
+                    }
+                }
+            }
+            run = end;
+        }
+        best.map(|(_, p)| p)
+    }
+
+    /// Takes `p..p + need` (free, from [`find`](Self::find)), leaving what it cuts of partly
+    /// covered ranges free with their users.
+    pub(crate) fn take(&mut self, p: usize, need: usize) {
+        let covered: Vec<usize> = self.0.range(..p + need).filter(|(a, f)| *a + f.len > p).map(|(&a, _)| a).collect();
+        for a in covered {
+            let f = self.0.remove(&a).expect("listed");
+            if a < p {
+                self.0.insert(a, Free { len: p - a, ..f.clone() });
+            }
+            if a + f.len > p + need {
+                self.0.insert(p + need, Free { len: a + f.len - (p + need), ..f });
+            }
+        }
+    }
+}
