@@ -16,6 +16,7 @@
 //! cargo run --release --example bench -- --only hit     # the cost of one replay of a tiny block
 //! cargo run --release --example bench -- --only dims    # one generic graph vs one per batch size
 //! cargo run --release --example bench -- --only stream  # an LSTM LM over varying T and B
+//! cargo run --release --example bench -- --only replan  # split programs' memory plans, A/B
 //! ```
 //!
 //! The LSTM step is the `shared/refbench` workload (T=32, B=32, V=65, H=128, plain SGD lr 0.1);
@@ -31,6 +32,8 @@ mod bench_cuda;
 mod bench_dims;
 #[path = "common/bench_models.rs"]
 mod bench_models;
+#[path = "common/bench_replan.rs"]
+mod bench_replan;
 #[path = "common/cartpole.rs"]
 mod cartpole;
 #[path = "common/cli.rs"]
@@ -389,6 +392,8 @@ enum Workload {
     Stream,
     /// The cost of one replay of a tiny block.
     Hit,
+    /// Split programs' memory planned by pieces of values against the whole program's plan.
+    Replan,
 }
 
 fn main() {
@@ -401,8 +406,15 @@ fn main() {
     // Without `--only`: every workload (not the unrolling or replay costs).
     let run = |w: Workload| match args.only {
         Some(only) => only == w,
-        None => !matches!(w, Workload::Unroll | Workload::Hit | Workload::Dims | Workload::Stream),
+        None => !matches!(
+            w,
+            Workload::Unroll | Workload::Hit | Workload::Dims | Workload::Stream | Workload::Replan
+        ),
     };
+    if run(Workload::Replan) {
+        bench_replan::replan_ab(quick);
+        return;
+    }
     if run(Workload::Stream) {
         let (steps, shapes, repeats) = if quick { (12, 2, 2) } else { (300, 6, 5) };
         bench_dims::stream_cost(steps, shapes, repeats);

@@ -8,6 +8,7 @@
 //! | `JANUS_VERIFY=1` | verify graphs between passes (on by default in debug builds) |
 //! | `JANUS_SERIAL=1` | run compiled steps on the calling thread only (no two-worker schedule) |
 //! | `JANUS_PARALLEL=force` | testing: split every splittable step in halves and run every compiled program on two workers |
+//! | `JANUS_REPLAN=0` | keep the whole program's memory plan for its split steps (see [`set_replan`]) |
 //! | `JANUS_PROFILE=1` | time every CPU executor step (serially); [`crate::profile_report`] prints the table |
 //! | `JANUS_TIMELINE=FILE` | append one two-worker run in 500 to FILE, step by step: worker, start, end, what, `#` step, `w` worker meant for |
 //! | `JANUS_MODE=eager\|janus\|check` | how `#[janus]` functions run (default `janus`) |
@@ -32,6 +33,9 @@ pub struct Config {
     /// Split every splittable step and run every program on two workers, however small
     /// (`JANUS_PARALLEL=force`, for tests of the parallel executor).
     pub force_parallel: bool,
+    /// Plan the memory of split programs again by pieces of values (on unless
+    /// `JANUS_REPLAN=0`; see [`set_replan`]).
+    pub replan: bool,
     /// Time every CPU executor step (`JANUS_PROFILE=1`); profiled runs are serial.
     pub profile: bool,
     /// Where sampled two-worker runs are written step by step (`JANUS_TIMELINE=FILE`).
@@ -57,6 +61,7 @@ pub fn config() -> &'static Config {
         verify: cfg!(debug_assertions) || std::env::var("JANUS_VERIFY").is_ok_and(|v| v == "1"),
         serial: std::env::var("JANUS_SERIAL").is_ok_and(|v| v == "1"),
         force_parallel: std::env::var("JANUS_PARALLEL").is_ok_and(|v| v == "force"),
+        replan: std::env::var("JANUS_REPLAN").map_or(true, |v| v != "0"),
         profile: std::env::var("JANUS_PROFILE").is_ok_and(|v| v == "1"),
         timeline: std::env::var_os("JANUS_TIMELINE").filter(|v| !v.is_empty()).map(PathBuf::from),
         mode: match std::env::var("JANUS_MODE").as_deref() {
@@ -97,6 +102,25 @@ pub fn serial() -> bool {
     match SERIAL.load(std::sync::atomic::Ordering::Relaxed) {
         0 => config().serial,
         v => v == 1,
+    }
+}
+
+/// 0: as `JANUS_REPLAN` says; 1: off; 2: on.
+static REPLAN: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
+
+/// Overrides `JANUS_REPLAN` for programs compiled from now on: `true` (the default) plans the
+/// arena of a program whose steps split between the two workers again, by the pieces of values
+/// the halves touch, so that no range is reused in a way that makes one worker wait for the
+/// other; `false` keeps the plan made for the whole steps. For benchmarks comparing both.
+pub fn set_replan(on: bool) {
+    REPLAN.store(if on { 2 } else { 1 }, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Whether split programs' memory is planned again by pieces (`JANUS_REPLAN`, [`set_replan`]).
+pub fn replan() -> bool {
+    match REPLAN.load(std::sync::atomic::Ordering::Relaxed) {
+        0 => config().replan,
+        v => v == 2,
     }
 }
 

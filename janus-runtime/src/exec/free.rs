@@ -39,7 +39,11 @@ impl Ancestry {
 
     /// Over `units`, value `v` lying in unit `at(v).0` at elements `at(v).1..at(v).2` of it:
     /// a step depends on the writers of the elements it reads.
-    pub(crate) fn new(steps: &[Step], units: usize, at: impl Fn(usize) -> (usize, usize, usize)) -> Option<Ancestry> {
+    pub(crate) fn new(
+        steps: &[Step],
+        units: usize,
+        at: impl Fn(usize) -> (usize, usize, usize),
+    ) -> Option<Ancestry> {
         let n = steps.len();
         if n > Self::MAX_STEPS {
             return None;
@@ -95,6 +99,18 @@ fn coupling(f: &Free, s: usize, anc: Option<&Ancestry>, steps: &[Step]) -> u8 {
     class
 }
 
+/// What [`FreeList::find`] may lay a value over when no free range fits without ordering a
+/// writer of it after a step on the other worker.
+#[derive(Clone, Copy)]
+pub(crate) enum Fallback<'a> {
+    /// The ranges freed first (the whole program's plan, before steps are pinned to workers).
+    FreedFirst,
+    /// Ranges whose occupants' last users come at least `min` of estimated work before the
+    /// value's first writer in step order (`work`: per step, the work of the steps before it),
+    /// so the new ordering is almost surely met already; else fresh space.
+    Settled { work: &'a [u64], min: u64 },
+}
+
 /// One dtype's free ranges, by start.
 #[derive(Default)]
 pub(crate) struct FreeList(BTreeMap<usize, Free>);
@@ -111,8 +127,7 @@ impl FreeList {
     /// Where to put `need` elements written by `writers` (each a step and the range of the
     /// new value it writes): over free ranges whose users each writer of them already follows
     /// (or, class 1, that the writer's own worker ran), the tightest run of adjacent free
-    /// ranges first, flush with one of its ends where possible; else, when `couple`, over those
-    /// freed first; else at the end of the arena, `arena_end` elements long, over a free range
+    /// ranges first, flush with one of its ends where possible; else as `fallback` says; else at the end of the arena, `arena_end` elements long, over a free range
     /// that ends it. `None`: in fresh space past the end.
     pub(crate) fn find(
         &self,
@@ -121,8 +136,9 @@ impl FreeList {
         writers: &[(usize, usize, usize)],
         anc: Option<&Ancestry>,
         steps: &[Step],
-        couple: bool,
+        fallback: Fallback,
     ) -> Option<usize> {
+        let first = writers.iter().map(|w| w.0).min().unwrap_or(0);
         let frees: Vec<(usize, usize, &Free)> = self.0.iter().map(|(&a, f)| (a, a + f.len, f)).collect();
         // The coupling of laying the value at `p` over free range `f`.
         let class = |p: usize, (a, b, f): (usize, usize, &Free)| {
@@ -151,10 +167,16 @@ impl FreeList {
                 let ends = frees[run..end].iter().map(|f| f.1).filter(|&e| e >= lo + need).map(|e| e - need);
                 for p in starts.chain(ends) {
                     let covered = frees[run..end].iter().filter(|f| f.0 < p + need && p < f.1);
-                    let (class, last) = covered.fold((0, 0), |(c, l), &f| (c.max(class(p, f)), l.max(f.2.last)));
+                    let (class, last) =
+                        covered.fold((0, 0), |(c, l), &f| (c.max(class(p, f)), l.max(f.2.last)));
                     let key = match class {
-                        2 if !couple => continue,
-                        2 => (2, last, false, p),
+                        2 => match fallback {
+                            Fallback::FreedFirst => (2, last, false, p),
+                            Fallback::Settled { work, min } if work[first] >= work[last + 1] + min => {
+                                (1, hi - lo, p != lo && p + need != hi, p)
+                            }
+                            Fallback::Settled { .. } => continue,
+                        },
                         _ => (class, hi - lo, p != lo && p + need != hi, p),
                     };
                     if best.as_ref().is_none_or(|(k, _)| key < *k) {
@@ -170,7 +192,8 @@ impl FreeList {
     /// Takes `p..p + need` (free, from [`find`](Self::find)), leaving what it cuts of partly
     /// covered ranges free with their users.
     pub(crate) fn take(&mut self, p: usize, need: usize) {
-        let covered: Vec<usize> = self.0.range(..p + need).filter(|(a, f)| *a + f.len > p).map(|(&a, _)| a).collect();
+        let covered: Vec<usize> =
+            self.0.range(..p + need).filter(|(a, f)| *a + f.len > p).map(|(&a, _)| a).collect();
         for a in covered {
             let f = self.0.remove(&a).expect("listed");
             if a < p {

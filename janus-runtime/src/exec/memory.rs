@@ -4,7 +4,7 @@
 //! `unsafe` access of the executor's steps relies on, and the tests check them on random
 //! graphs.
 
-use super::free::{Ancestry, FreeList};
+use super::free::{Ancestry, Fallback, FreeList};
 use super::lower::{BufRef, Lowered, Placement, Step, StepKind, ValRef, is_dense};
 use crate::DType;
 use crate::graph::Graph;
@@ -52,11 +52,11 @@ pub(crate) struct Placed {
     pub(crate) plan: MemoryPlan,
 }
 
-/// Liveness of `units` over `steps` (value `v` lies in unit `unit_of[v]`) and their placement
-/// in one arena per dtype, in step order. A unit written at step `s` whose `in_place(s, v)`
-/// names an addend unit that dies at `s`, of its length, takes the addend's range (a GEMM
-/// accumulating in place); else the smallest free range that fits among those reusable
-/// without a new ordering, else the range freed first, else fresh space.
+/// Liveness of `units` over `steps` (value `v` lies in unit `unit_of[v]`, at its elements
+/// `extent_of(v)`) and their placement in one arena per dtype, in step order. A unit written at
+/// step `s` whose `in_place(s, v)` names an addend unit that dies at `s`, of its length, takes
+/// the addend's range (a GEMM accumulating in place); else free ranges its writers can reuse
+/// without a new ordering (`FreeList::find`), else as `fallback` says, else fresh space.
 // Long by design: liveness, the free lists and the reuse order are one sweep over the steps.
 pub(crate) fn place(
     steps: &[Step],
@@ -64,7 +64,7 @@ pub(crate) fn place(
     unit_of: &[usize],
     extent_of: impl Fn(usize) -> (usize, usize),
     in_place: impl Fn(usize, usize) -> Option<usize>,
-    couple: bool,
+    fallback: Fallback,
 ) -> Placed {
     let n = units.len();
     let mut def_step = vec![usize::MAX; n];
@@ -126,11 +126,19 @@ pub(crate) fn place(
                 plan.in_place += 1;
                 continue;
             }
-            // Over free ranges reusable without a new ordering, the tightest first; else
-            // (`couple`) over those freed first, whose users are the likeliest to have run (a step
-            // reading only inputs, such as a one-hot of the targets, follows nothing); else in
-            // fresh space. Without the ancestry (a very long program), the tightest fit.
-            let at = match free[slot].find(need, plan.arena_len[slot], &writers[w], ancestry.as_ref(), steps, couple) {
+            // Over free ranges reusable without a new ordering, the tightest first; else as
+            // `fallback` says (the whole program's plan: over those freed first, whose users are
+            // the likeliest to have run; a step reading only inputs, such as a one-hot of the
+            // targets, follows nothing); else in fresh space, or, over a free range that ends the
+            // arena, in part. Without the ancestry (a very long program), the tightest fit.
+            let at = match free[slot].find(
+                need,
+                plan.arena_len[slot],
+                &writers[w],
+                ancestry.as_ref(),
+                steps,
+                fallback,
+            ) {
                 Some(p) => {
                     free[slot].take(p, need);
                     plan.buffers_reused += 1;
@@ -183,7 +191,11 @@ pub(crate) fn assign_buffers(
         }
     }
     let units: Vec<Unit> = (0..n)
-        .map(|i| Unit { dtype: g.nodes[i].ty.dtype, len: g.nodes[i].ty.shape.elems(), arena: out_slot[i].is_none() })
+        .map(|i| Unit {
+            dtype: g.nodes[i].ty.dtype,
+            len: g.nodes[i].ty.shape.elems(),
+            arena: out_slot[i].is_none(),
+        })
         .collect();
     let unit_of: Vec<usize> = (0..n).map(root).collect();
     // In place: the addend of a GEMM, dense, of the result's shape, and not also one of the
@@ -201,7 +213,8 @@ pub(crate) fn assign_buffers(
         }
         _ => None,
     };
-    let Placed { start: arena_start, plan } = place(&steps, &units, &unit_of, |_| (0, usize::MAX), in_place, true);
+    let Placed { start: arena_start, plan } =
+        place(&steps, &units, &unit_of, |_| (0, usize::MAX), in_place, Fallback::FreedFirst);
     // Values.
     let vals: Vec<Option<ValRef>> = (0..n)
         .map(|i| {
@@ -576,55 +589,4 @@ pub(crate) mod tests {
         assert_eq!(distinct.len(), 2, "parts are not views of their stack: roots {roots:?}");
         assert_eq!(cats(true).0, 1, "a stacked input must be copied");
     }
-}
-
-/// TEMP debug: dependency edges not implied by the data flow, (all, between the two workers).
-pub(crate) fn false_edges(l: &Lowered) -> (usize, usize) {
-    let n = l.steps.len();
-    let words = n.div_ceil(64);
-    let mut bits = vec![0u64; n * words];
-    // RAW by root-relative extent.
-    let mut writers: HashMap<usize, Vec<(usize, usize, usize)>> = HashMap::new();
-    let ext = |i: usize| {
-        let v = l.vals[i].as_ref()?;
-        (v.shape.elems() > 0).then(|| (v.offset, v.offset + v.layout().span()))
-    };
-    for (s, st) in l.steps.iter().enumerate() {
-        for r in st.kind.reads() {
-            let Some((lo, hi)) = ext(r) else { continue };
-            for &(w, a, b) in writers.get(&l.roots[r]).map_or(&[][..], |v| &v[..]) {
-                if a < hi && lo < b && w != s {
-                    bits[s * words + w / 64] |= 1 << (w % 64);
-                    for k in 0..words {
-                        let x = bits[w * words + k];
-                        bits[s * words + k] |= x;
-                    }
-                }
-            }
-        }
-        for w in st.kind.writes() {
-            if let Some((a, b)) = ext(w) {
-                writers.entry(l.roots[w]).or_default().push((s, a, b));
-            }
-        }
-    }
-    let deps = dependencies(l);
-    let (mut all, mut cross) = (0, 0);
-    for (s, d) in deps.iter().enumerate() {
-        for &p in d {
-            if bits[s * words + p / 64] >> (p % 64) & 1 == 0 {
-                all += 1;
-                let (ws, wp) = (l.steps[s].worker, l.steps[p].worker);
-                if ws != 0 && wp != 0 && ws != wp {
-                    cross += 1;
-                    if std::env::var("JANUS_REPLAN_DEBUG").as_deref() == Ok("2") && cross < 12 {
-                        let short = |k: &StepKind| { let d = format!("{k:?}"); d.chars().take(160).collect::<String>() };
-                        let vs = |k: &StepKind| k.writes().iter().chain(k.reads().iter()).map(|&i| { let v = l.vals[i].as_ref().unwrap(); format!("{}:{:?}@{:?}+{} root{}", i, v.shape.sizes(), v.buf, v.offset, l.roots[i]) }).collect::<Vec<_>>().join(" ");
-                        eprintln!("false edge {p} -> {s}:\n  {}\n   {}\n  {}\n   {}", short(&l.steps[p].kind), vs(&l.steps[p].kind), short(&l.steps[s].kind), vs(&l.steps[s].kind));
-                    }
-                }
-            }
-        }
-    }
-    (all, cross)
 }

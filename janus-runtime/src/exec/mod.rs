@@ -6,7 +6,7 @@
 mod cpu;
 mod cuda;
 pub(crate) mod faults;
-mod free;
+pub(crate) mod free;
 mod loops;
 pub(crate) mod lower;
 pub(crate) mod memory;

@@ -6,8 +6,8 @@
 
 mod frame;
 mod profile;
-pub(crate) mod schedule;
 mod replan;
+pub(crate) mod schedule;
 mod split;
 pub(crate) mod steps;
 
@@ -96,7 +96,13 @@ impl CpuPlan {
 
     /// A plan whose steps costing at least `split_min` are split in halves (none when `None`).
     fn with_split(l: &Lowered, split_min: Option<u64>) -> CpuPlan {
-        let split = split_min.and_then(|min| split::split_rows(l, min, |k| schedule::cost(l, k)));
+        let split =
+            split_min.and_then(|min| split::split_rows(l, min, |k| schedule::cost(l, k))).map(|mut s| {
+                if crate::config::replan() {
+                    replan::replan(&mut s);
+                }
+                s
+            });
         if let Some(s) = &split {
             super::memory::validate(s);
             if crate::passes::verifying() {

@@ -67,7 +67,7 @@ pub(crate) fn split_rows(l: &Lowered, min: u64, cost: impl Fn(&StepKind) -> u64)
     if steps.len() == l.steps.len() {
         return None;
     }
-    let mut split = Lowered {
+    let split = Lowered {
         steps,
         vals: v.vals,
         consts: l.consts.clone(),
@@ -77,13 +77,6 @@ pub(crate) fn split_rows(l: &Lowered, min: u64, cost: impl Fn(&StepKind) -> u64)
         roots: v.roots,
         memos: l.memos.clone(),
     };
-    if std::env::var("JANUS_REPLAN").as_deref() != Ok("0") {
-        super::replan::replan(&mut split);
-    } else if std::env::var("JANUS_REPLAN_DEBUG").is_ok() {
-        let l = &split;
-        let cross = crate::exec::memory::false_edges(l);
-        eprintln!("noreplan: steps {} arena f32 {} false edges (all, cross-worker) {:?}", l.steps.len(), l.plan.arena_len[0], cross);
-    }
     Some(split)
 }
 

@@ -1,0 +1,108 @@
+//! The bench's A/B of the split programs' memory plans (issue 13): the LSTM, CNN and
+//! Transformer training steps with the arena planned again by pieces of values
+//! (`janus::set_replan(true)`, the default) and with the whole program's plan, alternated
+//! within one process. Each round recompiles (caches reset) and times its last steps, after
+//! the two-worker tuner has chosen; the rounds' median ratios are what to read, as this
+//! machine's speed drifts by more than the difference between the plans.
+
+use super::{cnn, lstm_lm, median::median, timed, transformer_lm};
+use janus::prelude::*;
+
+/// One workload's step, called with the step's index.
+type Step<'a> = Box<dyn FnMut(usize) + 'a>;
+
+/// Alternates `rounds` rounds of `warm` untimed and `timed_steps` timed calls of the step of
+/// learner 0 (pieces) and learner 1 (the whole program's plan); prints the medians and the
+/// per-round ratios.
+fn alternate(name: &str, rounds: usize, warm: usize, timed_steps: usize, mut steps: [Step; 2]) {
+    let (mut all, mut ratios): ([Vec<f64>; 2], Vec<f64>) = Default::default();
+    let mut next = 0;
+    for round in 0..rounds {
+        let mut medians = [0.0; 2];
+        for (k, step) in steps.iter_mut().enumerate() {
+            janus::set_replan(k == 0);
+            janus::reset_caches();
+            let mut times = Vec::with_capacity(timed_steps);
+            for i in 0..warm + timed_steps {
+                let ms = timed(1e3, || step(next));
+                next += 1;
+                if i >= warm {
+                    times.push(ms);
+                }
+            }
+            all[k].extend(&times);
+            medians[k] = median(&mut times);
+        }
+        // The first round also warms the allocator and the helper thread.
+        if round > 0 {
+            ratios.push(medians[0] / medians[1]);
+        }
+    }
+    janus::set_replan(true);
+    let faster = ratios.iter().filter(|&&r| r < 1.0).count();
+    let n = ratios.len();
+    let [mut a, mut b] = all;
+    println!(
+        "| {name} | {:.3} | {:.3} | {:.3} | {faster} of {n} |",
+        median(&mut a),
+        median(&mut b),
+        median(&mut ratios)
+    );
+}
+
+/// The A/B table for the three workloads (`quick`: a few rounds, a smoke run).
+pub fn replan_ab(quick: bool) {
+    let rounds = if quick { 2 } else { 12 };
+    println!("\nSplit programs' memory: planned by pieces of values (default) vs the whole program's plan,");
+    println!("alternated in one process ({rounds} rounds; the first not counted)\n");
+    println!("| step, ms | pieces | whole plan | per-round ratio, median | rounds faster with pieces |");
+    println!("|---|---:|---:|---:|---:|");
+    janus::manual_seed(0);
+    let data = lstm_lm::Batches::synthetic(16);
+    let init = lstm_lm::LstmLm::new(lstm_lm::V, lstm_lm::H);
+    let mut lstms = [init.clone(), init];
+    let [m0, m1] = &mut lstms;
+    let steps: [Step; 2] = [m0, m1].map(|m| {
+        let data = &data;
+        Box::new(move |i: usize| {
+            let (xs, ys) = data.batch(i);
+            _ = lstm_lm::janus_sgd_step(m, xs, ys, 0.1);
+        }) as Step
+    });
+    alternate("LSTM LM (T=32, B=32, H=128)", rounds, 60, if quick { 5 } else { 30 }, steps);
+    let images: Vec<(Tensor, Tensor)> = (0..8)
+        .map(|_| {
+            let y = (Tensor::rand([cnn::BATCH]) * 10.0).floor().to_dtype(DType::I64);
+            (Tensor::randn([cnn::BATCH, 1, 28, 28]), y)
+        })
+        .collect();
+    let net = cnn::model();
+    let mut cnns = [(net.clone(), optim::Adam::new(1e-3)), (net, optim::Adam::new(1e-3))];
+    let [c0, c1] = &mut cnns;
+    let steps: [Step; 2] = [c0, c1].map(|(m, opt)| {
+        let images = &images;
+        Box::new(move |i: usize| {
+            let (x, y) = &images[i % images.len()];
+            _ = cnn::train_step(m, opt, x, y);
+        }) as Step
+    });
+    alternate("CNN (batch 64)", rounds.min(8), 45, if quick { 3 } else { 15 }, steps);
+    use transformer_lm::{B, T, V};
+    let tokens: Vec<(Tensor, Tensor)> = (0..8)
+        .map(|_| {
+            let tok = (Tensor::rand([B, T + 1]) * V as f64).floor().to_dtype(DType::I64);
+            (tok.narrow(1, 0, T).contiguous(), tok.narrow(1, 1, T).contiguous())
+        })
+        .collect();
+    let lm = transformer_lm::CharTransformer::refbench();
+    let mut lms = [(lm.clone(), optim::Adam::new(3e-4)), (lm, optim::Adam::new(3e-4))];
+    let [t0, t1] = &mut lms;
+    let steps: [Step; 2] = [t0, t1].map(|(m, opt)| {
+        let tokens = &tokens;
+        Box::new(move |i: usize| {
+            let (x, y) = &tokens[i % tokens.len()];
+            _ = transformer_lm::train_step(m, opt, x, y);
+        }) as Step
+    });
+    alternate("Transformer (32x64 tokens)", rounds.min(8), 45, if quick { 3 } else { 15 }, steps);
+}
