@@ -12,14 +12,16 @@ use janus::prelude::*;
 type Step<'a> = Box<dyn FnMut(usize) + 'a>;
 
 /// Alternates `rounds` rounds of `warm` untimed and `timed_steps` timed calls of the step of
-/// learner 0 (pieces) and learner 1 (the whole program's plan); prints the medians and the
-/// per-round ratios.
+/// learner 0 (pieces) and learner 1 (the whole program's plan), in turns first; prints the
+/// medians and the per-round ratios.
 fn alternate(name: &str, rounds: usize, warm: usize, timed_steps: usize, mut steps: [Step; 2]) {
     let (mut all, mut ratios): ([Vec<f64>; 2], Vec<f64>) = Default::default();
     let mut next = 0;
     for round in 0..rounds {
         let mut medians = [0.0; 2];
-        for (k, step) in steps.iter_mut().enumerate() {
+        // Rounds alternate which plan runs first: the first of a round measured slower.
+        for k in if round % 2 == 0 { [0, 1] } else { [1, 0] } {
+            let step = &mut steps[k];
             janus::set_replan(k == 0);
             janus::reset_caches();
             let mut times = Vec::with_capacity(timed_steps);
