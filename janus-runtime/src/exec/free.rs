@@ -140,51 +140,90 @@ impl FreeList {
     ) -> Option<usize> {
         let first = writers.iter().map(|w| w.0).min().unwrap_or(0);
         let frees: Vec<(usize, usize, &Free)> = self.0.iter().map(|(&a, f)| (a, a + f.len, f)).collect();
-        // The coupling of laying the value at `p` over free range `f`.
-        let class = |p: usize, (a, b, f): (usize, usize, &Free)| {
+        // The coupling of laying the value at `p` over free range `k`; with one writer of the
+        // whole value it does not depend on `p`, and is computed once.
+        let whole = matches!(writers, [(_, 0, hi)] if *hi >= need);
+        let memo: Vec<std::cell::Cell<u8>> = frees.iter().map(|_| std::cell::Cell::new(u8::MAX)).collect();
+        let class = |p: usize, k: usize| {
+            let (a, b, f) = frees[k];
+            if whole && memo[k].get() != u8::MAX {
+                return memo[k].get();
+            }
             let over = writers.iter().filter(|&&(_, lo, hi)| p + lo < b && a < p + hi);
-            over.map(|&(t, _, _)| coupling(f, t, anc, steps)).max().unwrap_or(0)
+            let c = over.map(|&(t, _, _)| coupling(f, t, anc, steps)).max().unwrap_or(0);
+            if whole {
+                memo[k].set(c);
+            }
+            c
         };
-        let mut best: Option<((u8, usize, bool, usize), usize)> = None;
-        let mut run = 0;
-        while run < frees.len() {
-            // A run of adjacent free ranges.
-            let mut end = run + 1;
-            while end < frees.len() && frees[end].0 == frees[end - 1].1 {
-                end += 1;
+        // Runs of adjacent free ranges: (first, end) indices into `frees`.
+        let mut runs: Vec<(usize, usize)> = Vec::new();
+        for k in 0..frees.len() {
+            match runs.last_mut() {
+                Some(r) if frees[r.1 - 1].1 == frees[k].0 => r.1 = k + 1,
+                _ => runs.push((k, k + 1)),
             }
-            let (lo, hi) = (frees[run].0, frees[end - 1].1);
-            if hi == arena_end && hi - lo < need {
-                // Grows the arena by less than the whole value.
-                let c = frees[run..end].iter().map(|&f| class(lo, f)).max().unwrap_or(0);
-                let key = (c, usize::MAX, true, lo);
-                if c < 2 && best.as_ref().is_none_or(|(k, _)| key < *k) {
-                    best = Some((key, lo));
-                }
+        }
+        let span = |&(i, j): &(usize, usize)| (frees[i].0, frees[j - 1].1);
+        type Key = (u8, usize, bool, usize);
+        let mut best: Option<(Key, usize)> = None;
+        let consider = |best: &mut Option<(Key, usize)>, key: Key, p: usize| {
+            if best.as_ref().is_none_or(|(k, _)| key < *k) {
+                *best = Some((key, p));
             }
-            if hi - lo >= need {
-                let starts = frees[run..end].iter().map(|f| f.0).filter(|&p| p + need <= hi);
-                let ends = frees[run..end].iter().map(|f| f.1).filter(|&e| e >= lo + need).map(|e| e - need);
-                for p in starts.chain(ends) {
-                    let covered = frees[run..end].iter().filter(|f| f.0 < p + need && p < f.1);
-                    let (class, last) =
-                        covered.fold((0, 0), |(c, l), &f| (c.max(class(p, f)), l.max(f.2.last)));
-                    let key = match class {
-                        2 => match fallback {
-                            Fallback::FreedFirst => (2, last, false, p),
-                            Fallback::Settled { work, min } if work[first] >= work[last + 1] + min => {
-                                (1, hi - lo, p != lo && p + need != hi, p)
-                            }
-                            Fallback::Settled { .. } => continue,
-                        },
-                        _ => (class, hi - lo, p != lo && p + need != hi, p),
-                    };
-                    if best.as_ref().is_none_or(|(k, _)| key < *k) {
-                        best = Some((key, p));
+        };
+        // A run that ends the arena, too short: the value grows the arena by less than itself.
+        if let Some(&(i, j)) = runs.last().filter(|r| span(r).1 == arena_end && span(r).1 - span(r).0 < need)
+        {
+            let c = (i..j).map(|k| class(frees[i].0, k)).max().unwrap_or(0);
+            if c < 2 {
+                consider(&mut best, (c, usize::MAX, true, frees[i].0), frees[i].0);
+            }
+        }
+        // The tightest runs first: once one holds a position ordering nothing new, longer runs
+        // cannot do better.
+        runs.retain(|r| span(r).1 - span(r).0 >= need);
+        runs.sort_by_key(|r| span(r).1 - span(r).0);
+        for &(i0, i1) in &runs {
+            let (lo, hi) = span(&(i0, i1));
+            if best.as_ref().is_some_and(|((c, len, _, _), _)| *c == 0 && *len < hi - lo) {
+                break;
+            }
+            // Positions flush with a free range's start or end; `covered` its free ranges.
+            let mut key = |p: usize, covered: std::ops::RangeInclusive<usize>| {
+                let (c, last) =
+                    covered.fold((0, 0), |(c, l), k| (c.max(class(p, k)), l.max(frees[k].2.last)));
+                let tight = (hi - lo, p != lo && p + need != hi, p);
+                let key = match (c, fallback) {
+                    (2, Fallback::FreedFirst) => (2, last, false, p),
+                    (2, Fallback::Settled { work, min }) if work[first] >= work[last + 1] + min => {
+                        (1, tight.0, tight.1, tight.2)
                     }
+                    (2, Fallback::Settled { .. }) => return,
+                    (c, _) => (c, tight.0, tight.1, tight.2),
+                };
+                consider(&mut best, key, p);
+            };
+            let mut j = i0;
+            for i in i0..i1 {
+                let p = frees[i].0;
+                if p + need > hi {
+                    break;
                 }
+                j = j.max(i);
+                while frees[j].1 < p + need {
+                    j += 1;
+                }
+                key(p, i..=j);
             }
-            run = end;
+            let mut i = i0;
+            for j in i0..i1 {
+                let Some(p) = frees[j].1.checked_sub(need).filter(|&p| p >= lo) else { continue };
+                while frees[i].1 <= p {
+                    i += 1;
+                }
+                key(p, i..=j);
+            }
         }
         best.map(|(_, p)| p)
     }
