@@ -115,6 +115,10 @@ pub(crate) fn place(
             }
             let (slot, need) = (dtype_slot(units[w].dtype), units[w].len);
             plan.naive_bytes += need * units[w].dtype.size_in_bytes();
+            if need == 0 {
+                start[w] = Some(0); // touches no memory
+                continue;
+            }
             if let Some(c) = in_place(s, part)
                 && let Some(at) = start[c]
                 && last_use[c] == s
