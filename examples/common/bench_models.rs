@@ -4,16 +4,32 @@
 use super::{MODES, Row, cnn, gan, interleaved, timed, transformer_lm};
 use janus::prelude::*;
 
-/// The refbench CNN step (batch 64 of 1x28x28, Adam 1e-3) on 8 synthetic batches, as
-/// `shared/refbench/models_torch.py --model cnn` times it.
-pub fn cnn_step(repeats: usize, steps: usize) -> Vec<Row> {
-    janus::manual_seed(0);
-    let data: Vec<(Tensor, Tensor)> = (0..8)
+/// Eight synthetic batches of the refbench CNN step: 1x28x28 images and labels of 10 classes.
+pub fn cnn_batches() -> Vec<(Tensor, Tensor)> {
+    (0..8)
         .map(|_| {
             let y = (Tensor::rand([cnn::BATCH]) * 10.0).floor().to_dtype(DType::I64);
             (Tensor::randn([cnn::BATCH, 1, 28, 28]), y)
         })
-        .collect();
+        .collect()
+}
+
+/// Eight synthetic batches of the refbench Transformer step: tokens and the next tokens.
+pub fn transformer_batches() -> Vec<(Tensor, Tensor)> {
+    use transformer_lm::{B, T, V};
+    (0..8)
+        .map(|_| {
+            let tok = (Tensor::rand([B, T + 1]) * V as f64).floor().to_dtype(DType::I64);
+            (tok.narrow(1, 0, T).contiguous(), tok.narrow(1, 1, T).contiguous())
+        })
+        .collect()
+}
+
+/// The refbench CNN step (batch 64 of 1x28x28, Adam 1e-3) on 8 synthetic batches, as
+/// `shared/refbench/models_torch.py --model cnn` times it.
+pub fn cnn_step(repeats: usize, steps: usize) -> Vec<Row> {
+    janus::manual_seed(0);
+    let data = cnn_batches();
     let init = cnn::model();
     let mut learners: Vec<(janus::nn::Sequential, optim::Adam)> =
         (0..4).map(|_| (init.clone(), optim::Adam::new(1e-3))).collect();
@@ -36,14 +52,8 @@ pub fn cnn_step(repeats: usize, steps: usize) -> Vec<Row> {
 /// The refbench Transformer step (V=65, T=64, B=32, d=128, 4 heads, ff 512, 2 pre-norm layers,
 /// dropout 0, Adam 3e-4) on 8 synthetic batches, as `models_torch.py --model transformer`.
 pub fn transformer_step(repeats: usize, steps: usize) -> Vec<Row> {
-    use transformer_lm::{B, T, V};
     janus::manual_seed(0);
-    let data: Vec<(Tensor, Tensor)> = (0..8)
-        .map(|_| {
-            let tok = (Tensor::rand([B, T + 1]) * V as f64).floor().to_dtype(DType::I64);
-            (tok.narrow(1, 0, T).contiguous(), tok.narrow(1, 1, T).contiguous())
-        })
-        .collect();
+    let data = transformer_batches();
     let init = transformer_lm::CharTransformer::refbench();
     let mut learners: Vec<(transformer_lm::CharTransformer, optim::Adam)> =
         (0..4).map(|_| (init.clone(), optim::Adam::new(3e-4))).collect();

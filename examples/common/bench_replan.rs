@@ -5,7 +5,7 @@
 //! the two-worker tuner has chosen; the rounds' median ratios are what to read, as this
 //! machine's speed drifts by more than the difference between the plans.
 
-use super::{cnn, lstm_lm, median::median, timed, transformer_lm};
+use super::{bench_models, cnn, lstm_lm, median::median, timed, transformer_lm};
 use janus::prelude::*;
 
 /// One workload's step, called with the step's index.
@@ -52,6 +52,20 @@ fn alternate(name: &str, rounds: usize, warm: usize, timed_steps: usize, mut ste
     );
 }
 
+/// The two learners' steps of a model trained with Adam at `lr` on `batches` (`step` runs one).
+fn adam_steps<M: Clone + 'static>(
+    model: M,
+    lr: f64,
+    batches: Vec<(Tensor, Tensor)>,
+    step: impl Fn(&mut M, &mut optim::Adam, &(Tensor, Tensor)) + Copy + 'static,
+) -> [Step<'static>; 2] {
+    let batches = std::rc::Rc::new(batches);
+    [model.clone(), model].map(|mut m| {
+        let (batches, mut opt) = (batches.clone(), optim::Adam::new(lr));
+        Box::new(move |i: usize| step(&mut m, &mut opt, &batches[i % batches.len()])) as Step
+    })
+}
+
 /// The A/B table for the three workloads (`quick`: a few rounds, a smoke run).
 pub fn replan_ab(quick: bool) {
     let rounds = if quick { 2 } else { 12 };
@@ -72,39 +86,16 @@ pub fn replan_ab(quick: bool) {
         }) as Step
     });
     alternate("LSTM LM (T=32, B=32, H=128)", rounds, 60, if quick { 5 } else { 30 }, steps);
-    let images: Vec<(Tensor, Tensor)> = (0..8)
-        .map(|_| {
-            let y = (Tensor::rand([cnn::BATCH]) * 10.0).floor().to_dtype(DType::I64);
-            (Tensor::randn([cnn::BATCH, 1, 28, 28]), y)
-        })
-        .collect();
-    let net = cnn::model();
-    let mut cnns = [(net.clone(), optim::Adam::new(1e-3)), (net, optim::Adam::new(1e-3))];
-    let [c0, c1] = &mut cnns;
-    let steps: [Step; 2] = [c0, c1].map(|(m, opt)| {
-        let images = &images;
-        Box::new(move |i: usize| {
-            let (x, y) = &images[i % images.len()];
-            _ = cnn::train_step(m, opt, x, y);
-        }) as Step
-    });
+    let cnn_steps = |m: &mut nn::Sequential, opt: &mut optim::Adam, (x, y): &(Tensor, Tensor)| {
+        _ = cnn::train_step(m, opt, x, y);
+    };
+    let steps = adam_steps(cnn::model(), 1e-3, bench_models::cnn_batches(), cnn_steps);
     alternate("CNN (batch 64)", rounds.min(8), 45, if quick { 3 } else { 15 }, steps);
-    use transformer_lm::{B, T, V};
-    let tokens: Vec<(Tensor, Tensor)> = (0..8)
-        .map(|_| {
-            let tok = (Tensor::rand([B, T + 1]) * V as f64).floor().to_dtype(DType::I64);
-            (tok.narrow(1, 0, T).contiguous(), tok.narrow(1, 1, T).contiguous())
-        })
-        .collect();
-    let lm = transformer_lm::CharTransformer::refbench();
-    let mut lms = [(lm.clone(), optim::Adam::new(3e-4)), (lm, optim::Adam::new(3e-4))];
-    let [t0, t1] = &mut lms;
-    let steps: [Step; 2] = [t0, t1].map(|(m, opt)| {
-        let tokens = &tokens;
-        Box::new(move |i: usize| {
-            let (x, y) = &tokens[i % tokens.len()];
+    let lm_steps =
+        |m: &mut transformer_lm::CharTransformer, opt: &mut optim::Adam, (x, y): &(Tensor, Tensor)| {
             _ = transformer_lm::train_step(m, opt, x, y);
-        }) as Step
-    });
+        };
+    let lm = transformer_lm::CharTransformer::refbench();
+    let steps = adam_steps(lm, 3e-4, bench_models::transformer_batches(), lm_steps);
     alternate("Transformer (32x64 tokens)", rounds.min(8), 45, if quick { 3 } else { 15 }, steps);
 }

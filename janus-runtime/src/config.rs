@@ -86,42 +86,54 @@ pub fn config() -> &'static Config {
     })
 }
 
-/// 0: as `JANUS_SERIAL` says; 1: serial; 2: two workers allowed.
-static SERIAL: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
+/// A process-wide override of a boolean setting: unset (the environment decides), off or on.
+struct Override(std::sync::atomic::AtomicU8);
+
+impl Override {
+    const fn unset() -> Self {
+        Override(std::sync::atomic::AtomicU8::new(0))
+    }
+
+    fn set(&self, on: bool) {
+        self.0.store(if on { 2 } else { 1 }, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// The override, else `env`.
+    fn get(&self, env: bool) -> bool {
+        match self.0.load(std::sync::atomic::Ordering::Relaxed) {
+            0 => env,
+            v => v == 2,
+        }
+    }
+}
+
+static SERIAL: Override = Override::unset();
+static REPLAN: Override = Override::unset();
 
 /// Overrides `JANUS_SERIAL` for the whole process: `true` runs every compiled program's steps
 /// on the calling thread (each kernel may still use rayon), `false` allows the two-worker
 /// schedule. For benchmarks that compare both in one run.
 pub fn set_serial(serial: bool) {
-    SERIAL.store(if serial { 1 } else { 2 }, std::sync::atomic::Ordering::Relaxed);
+    SERIAL.set(serial);
 }
 
 /// Whether compiled programs run on the calling thread only (`JANUS_SERIAL=1` or
 /// [`set_serial`]).
 pub fn serial() -> bool {
-    match SERIAL.load(std::sync::atomic::Ordering::Relaxed) {
-        0 => config().serial,
-        v => v == 1,
-    }
+    SERIAL.get(config().serial)
 }
-
-/// 0: as `JANUS_REPLAN` says; 1: off; 2: on.
-static REPLAN: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
 
 /// Overrides `JANUS_REPLAN` for programs compiled from now on: `true` (the default) plans the
 /// arena of a program whose steps split between the two workers again, by the pieces of values
 /// the halves touch, so that no range is reused in a way that makes one worker wait for the
 /// other; `false` keeps the plan made for the whole steps. For benchmarks comparing both.
 pub fn set_replan(on: bool) {
-    REPLAN.store(if on { 2 } else { 1 }, std::sync::atomic::Ordering::Relaxed);
+    REPLAN.set(on);
 }
 
 /// Whether split programs' memory is planned again by pieces (`JANUS_REPLAN`, [`set_replan`]).
 pub fn replan() -> bool {
-    match REPLAN.load(std::sync::atomic::Ordering::Relaxed) {
-        0 => config().replan,
-        v => v == 2,
-    }
+    REPLAN.get(config().replan)
 }
 
 /// Installs a minimal stderr logger for `JANUS_LOG` when the program set none.
