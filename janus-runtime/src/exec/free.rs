@@ -127,8 +127,9 @@ impl FreeList {
     /// Where to put `need` elements written by `writers` (each a step and the range of the
     /// new value it writes): over free ranges whose users each writer of them already follows
     /// (or, class 1, that the writer's own worker ran), the tightest run of adjacent free
-    /// ranges first, flush with one of its ends where possible; else as `fallback` says; else at the end of the arena, `arena_end` elements long, over a free range
-    /// that ends it. `None`: in fresh space past the end.
+    /// ranges first, flush with one of its ends where possible; else as `fallback` says; else
+    /// at the end of the arena (`arena_end` elements long), over a free range that ends it.
+    /// `None`: in fresh space past the end.
     pub(crate) fn find(
         &self,
         need: usize,
