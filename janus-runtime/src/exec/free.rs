@@ -245,3 +245,48 @@ impl FreeList {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{Fallback, FreeList};
+    use crate::exec::lower::{Step, StepKind};
+    use smallvec::smallvec;
+
+    /// Steps that read nothing, pinned to `workers` in turn: none precedes another.
+    fn steps(workers: &[u8]) -> Vec<Step> {
+        let copy = |w: usize| StepKind::Copy { x: 1000 + w, out: w };
+        workers.iter().enumerate().map(|(k, &worker)| Step { kind: copy(k), worker }).collect()
+    }
+
+    /// Free ranges keep their own users: a value laid over the range its own worker freed is
+    /// preferred to a tighter one the other worker freed, adjacent ranges are not merged into
+    /// one whose users are both, and taking part of a range leaves the rest with its users.
+    #[test]
+    fn free_ranges_keep_their_users_apart() {
+        // Steps 0 and 1 ran on workers 1 and 2; step 2 (worker 1) and 3 (worker 2) place.
+        let s = steps(&[1, 2, 1, 2]);
+        let anc = super::Ancestry::new(&s, 1004, |v| (v, 0, 1));
+        let mut free = FreeList::default();
+        free.release(0, 8, smallvec![0], 0); // worker 1's
+        free.release(8, 4, smallvec![1], 1); // worker 2's, adjacent and tighter
+        let strict = Fallback::Settled { work: &[0; 5], min: u64::MAX };
+        // Worker 1's value of 4 goes where worker 1 freed, flush with its start or end.
+        let p = free.find(4, 12, &[(2, 0, 4)], anc.as_ref(), &s, strict).expect("a range fits");
+        assert!(p == 0 || p == 4, "at {p}: over the other worker's range");
+        // Worker 2's value of 12 would cover both: nothing fits without coupling.
+        assert_eq!(free.find(12, 12, &[(3, 0, 12)], anc.as_ref(), &s, strict), None);
+        // The whole program's rule couples rather than grow the arena.
+        assert_eq!(free.find(12, 12, &[(3, 0, 12)], anc.as_ref(), &s, Fallback::FreedFirst), Some(0));
+        // Worker 2's value of 4 takes worker 2's range; the rest of worker 1's stays its own.
+        assert_eq!(free.find(4, 12, &[(3, 0, 4)], anc.as_ref(), &s, strict), Some(8));
+        free.take(0, 4);
+        assert_eq!(free.find(4, 12, &[(2, 0, 4)], anc.as_ref(), &s, strict), Some(4));
+        assert_eq!(free.find(4, 12, &[(3, 0, 4)], anc.as_ref(), &s, strict), Some(8));
+        // A free range ending the arena, too short, takes the value's start: the arena grows
+        // by less than the value.
+        let mut end = FreeList::default();
+        end.release(8, 4, smallvec![1], 1);
+        assert_eq!(end.find(6, 12, &[(3, 0, 6)], anc.as_ref(), &s, strict), Some(8));
+        assert_eq!(end.find(6, 12, &[(2, 0, 6)], anc.as_ref(), &s, strict), None, "the other worker's");
+    }
+}
