@@ -185,11 +185,11 @@ pub(crate) fn assign_buffers(
     // Roots reaching the outputs get output buffers.
     let mut out_slot: Vec<Option<usize>> = vec![None; n];
     let mut output_bufs: Vec<(DType, usize)> = Vec::new();
-    let written: std::collections::HashSet<usize> =
-        steps.iter().flat_map(|st| st.kind.writes()).map(root).collect();
+    let mut written = vec![false; n];
+    steps.iter().flat_map(|st| st.kind.writes()).for_each(|w| written[root(w)] = true);
     for o in &g.outputs {
         let r = root(o.index());
-        if written.contains(&r) && out_slot[r].is_none() {
+        if written[r] && out_slot[r].is_none() {
             out_slot[r] = Some(output_bufs.len());
             output_bufs.push((g.nodes[r].ty.dtype, g.nodes[r].ty.shape.elems()));
         }

@@ -65,13 +65,13 @@ pub fn set_verify_graphs(on: bool) {
 /// Whether graphs are verified between passes (and executor memory plans checked, see
 /// `exec::memory::check`): in debug builds, after [`set_verify_graphs`] or with `JANUS_VERIFY=1`.
 pub(crate) fn verifying() -> bool {
-    cfg!(debug_assertions) || VERIFY.load(Ordering::Relaxed) || crate::config::config().verify
+    VERIFY.load(Ordering::Relaxed) || crate::config::config().verify
 }
 
 /// Runs [`default_pipeline`] on `g`.
 pub fn optimize(g: Graph) -> (Graph, PassStats) {
     let mut stats = PassStats::default();
-    let verify = VERIFY.load(Ordering::Relaxed) || crate::config::config().verify;
+    let verify = verifying();
     let mut g = g;
     if verify {
         check(&g, "the recording");

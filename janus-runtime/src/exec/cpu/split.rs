@@ -67,7 +67,7 @@ pub(crate) fn split_rows(l: &Lowered, min: u64, cost: impl Fn(&StepKind) -> u64)
     if steps.len() == l.steps.len() {
         return None;
     }
-    let split = Lowered {
+    Some(Lowered {
         steps,
         vals: v.vals,
         consts: l.consts.clone(),
@@ -76,8 +76,7 @@ pub(crate) fn split_rows(l: &Lowered, min: u64, cost: impl Fn(&StepKind) -> u64)
         plan: v.plan,
         roots: v.roots,
         memos: l.memos.clone(),
-    };
-    Some(split)
+    })
 }
 
 /// The values of the split program: the old ones, then the halves made for the split steps.
