@@ -453,3 +453,59 @@ fn negative_and_non_negative_integers_are_different_keys() {
         assert!(close(&shifted(&x, k), &want), "k = {k}");
     }
 }
+
+#[janus(max_variants = 8, min_ops = 1, speculate = false, dynamic_dims = false)]
+fn scaled_sum(x: &Tensor, y: &Tensor, k: f64) -> Tensor {
+    let z = x * k + y;
+    z
+}
+
+/// A thread memoises its last hits per block and compares a call with the memoised keys
+/// without building its own: every kind of key change must still miss the memo, and a reset
+/// of the caches must drop it.
+#[test]
+fn memoised_hits_follow_every_key_change() {
+    janus::set_self_check(false); // it would hide a wrong replay behind the eager result
+    let a = Tensor::from_vec(vec![1.0f32, 2.0], [2]);
+    let b = Tensor::from_vec(vec![10.0f32, 20.0], [2]);
+    let wide = Tensor::from_vec(vec![1.0f32, 2.0, 3.0], [3]);
+    let wide_b = Tensor::from_vec(vec![5.0f32, 6.0, 7.0], [3]);
+    let a64 = Tensor::from_vec(vec![1.0f64, 2.0], [2]);
+    let b64 = Tensor::from_vec(vec![10.0f64, 20.0], [2]);
+    let g = Tensor::from_vec(vec![1.0f32, 2.0], [2]).requires_grad();
+    // Calls that differ in a shape, a dtype, a host scalar, aliasing and grad flags, each
+    // made often enough to compile and then interleaved, so two-way memo slots keep evicting.
+    let calls: [(&Tensor, &Tensor, f64, [f64; 3]); 6] = [
+        (&a, &b, 2.0, [12.0, 24.0, 0.0]),
+        (&wide, &wide_b, 2.0, [7.0, 10.0, 13.0]),
+        (&a64, &b64, 2.0, [12.0, 24.0, 0.0]),
+        (&a, &b, 3.0, [13.0, 26.0, 0.0]),
+        (&a, &a, 2.0, [3.0, 6.0, 0.0]),
+        (&g, &b, 2.0, [12.0, 24.0, 0.0]),
+    ];
+    let check = |round: usize| {
+        for (k, (x, y, s, want)) in calls.iter().enumerate() {
+            for _ in 0..3 {
+                let got = vals(&scaled_sum(x, y, *s));
+                assert_eq!(got, want[..got.len()], "round {round}, call {k}");
+            }
+        }
+    };
+    for round in 0..3 {
+        check(round);
+    }
+    let hits = frag("scaled_sum")[0].hits;
+    assert!(hits >= 6 * 3, "every key replays: {}", janus::explain());
+    // The gradient flows through the memoised replay of the grad-flagged key.
+    let grads = scaled_sum(&g, &b, 2.0).sum_all().backward();
+    assert_eq!(vals(grads.get(&g).unwrap()), [2.0, 2.0]);
+    // A reset empties the variant table: the memo must not serve the old graphs.
+    janus::reset_caches();
+    check(3);
+    let after = frag("scaled_sum")[0].clone();
+    assert!(after.traces > 0, "the reset's calls record again: {}", janus::explain());
+    // Another thread has its own memo and the same answers.
+    std::thread::scope(|s| {
+        s.spawn(|| check(4));
+    });
+}

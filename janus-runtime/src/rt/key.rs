@@ -67,11 +67,67 @@ impl Hasher for FxHasher {
 /// A `HashMap` hasher for keys that are already fingerprints.
 pub(crate) type BuildFx = std::hash::BuildHasherDefault<FxHasher>;
 
-fn const_words(c: &ConstLeaf, w: &mut Vec<u64>) {
+/// Where a key's words and input type names go: a new key ([`build`]), or a comparison with an
+/// existing one ([`matches`]). One routine ([`emit`]) writes both, so they cannot drift apart.
+trait Sink {
+    fn word(&mut self, w: u64);
+    fn name(&mut self, n: &'static str);
+}
+
+impl Sink for Vec<u64> {
+    #[inline(always)]
+    fn word(&mut self, w: u64) {
+        self.push(w);
+    }
+    fn name(&mut self, _: &'static str) {
+        unreachable!("trip classes hash their type names")
+    }
+}
+
+/// A key under construction.
+struct Building<'a> {
+    words: &'a mut Vec<u64>,
+    names: &'a mut Vec<&'static str>,
+}
+
+impl Sink for Building<'_> {
+    #[inline(always)]
+    fn word(&mut self, w: u64) {
+        self.words.push(w);
+    }
+    #[inline(always)]
+    fn name(&mut self, n: &'static str) {
+        self.names.push(n);
+    }
+}
+
+/// A comparison of the words a call would write with an existing key's, as they are written.
+struct Comparing<'k> {
+    words: std::slice::Iter<'k, u64>,
+    names: std::slice::Iter<'k, &'static str>,
+    same: bool,
+}
+
+impl Sink for Comparing<'_> {
+    #[inline(always)]
+    fn word(&mut self, w: u64) {
+        self.same &= self.words.next() == Some(&w);
+    }
+    #[inline(always)]
+    fn name(&mut self, n: &'static str) {
+        // The same `type_name` is almost always the same static string: compare addresses
+        // first.
+        self.same &= self.names.next().is_some_and(|&m| std::ptr::eq(m, n) || m == n);
+    }
+}
+
+fn const_words(c: &ConstLeaf, w: &mut impl Sink) {
     let (tag, v) = match *c {
         // Both halves of the i128, so no two integers share a key.
         ConstLeaf::Int(x) => {
-            w.extend([1, x as u64, (x >> 64) as u64]);
+            w.word(1);
+            w.word(x as u64);
+            w.word((x >> 64) as u64);
             return;
         }
         ConstLeaf::Bool(b) => (2, b as u64),
@@ -80,8 +136,8 @@ fn const_words(c: &ConstLeaf, w: &mut Vec<u64>) {
         ConstLeaf::Variant(v) => (5, v as u64),
         ConstLeaf::Len(n) => (6, n as u64),
     };
-    w.push(tag);
-    w.push(v);
+    w.word(tag);
+    w.word(v);
 }
 
 /// A leaf's dtype, grad flags, rank and device in one word.
@@ -94,9 +150,11 @@ fn leaf_header(t: &Tensor) -> u64 {
     t.dtype() as u64 | (flags << 8) | ((t.rank() as u64) << 16) | (device << 24)
 }
 
-fn leaf_words(t: &Tensor, w: &mut Vec<u64>) {
-    w.push(leaf_header(t));
-    w.extend(t.sizes().iter().map(|&d| d as u64));
+fn leaf_words(t: &Tensor, w: &mut impl Sink) {
+    w.word(leaf_header(t));
+    for &d in t.sizes() {
+        w.word(d as u64);
+    }
 }
 
 /// The leaves of a key's inputs, in order, with `Grads` entries resolved to the input leaves they
@@ -134,7 +192,7 @@ pub(crate) fn gather_leaves(inputs: &[Probed]) -> LeafList {
 /// Builds the key of a call; `firsts` are the leaves' [`first_occurrences`].
 pub(crate) fn build(
     inputs: &[Probed],
-    (leaves, firsts): (&[Tensor], &[u32]),
+    leaves: (&[Tensor], &[u32]),
     instance: Instance,
     mode: super::Mode,
 ) -> Key {
@@ -142,33 +200,58 @@ pub(crate) fn build(
     let (mut words, mut names) = SPARE.take().map_or_else(Default::default, |k| (k.words, k.names));
     words.clear();
     names.clear();
-    words.extend([mode as u64, is_grad_enabled() as u64, inputs.len() as u64]);
+    emit(inputs, leaves, mode, &mut Building { words: &mut words, names: &mut names });
+    Key { words, names, instance }
+}
+
+/// Whether [`build`] on these arguments would give `key`, found without building it (the hit
+/// path of a call that repeats a memoised key).
+pub(crate) fn matches(
+    inputs: &[Probed],
+    leaves: (&[Tensor], &[u32]),
+    instance: Instance,
+    mode: super::Mode,
+    key: &Key,
+) -> bool {
+    if key.instance != instance {
+        return false;
+    }
+    let mut c = Comparing { words: key.words.iter(), names: key.names.iter(), same: true };
+    emit(inputs, leaves, mode, &mut c);
+    c.same && c.words.len() == 0 && c.names.len() == 0
+}
+
+/// A key's words and type names, in order.
+#[inline(always)] // once per sink, on the hit path
+fn emit(inputs: &[Probed], (leaves, firsts): (&[Tensor], &[u32]), mode: super::Mode, w: &mut impl Sink) {
+    w.word(mode as u64);
+    w.word(is_grad_enabled() as u64);
+    w.word(inputs.len() as u64);
     for p in inputs {
-        names.push(p.type_name);
-        words.push(p.leaves.len() as u64);
-        words.push(p.consts.len() as u64);
+        w.name(p.type_name);
+        w.word(p.leaves.len() as u64);
+        w.word(p.consts.len() as u64);
         for c in &p.consts {
-            const_words(c, &mut words);
+            const_words(c, w);
         }
         if let Some(g) = &p.grads {
             // Its structure: how many leaves have a gradient (`grads.len()` is a host value),
             // and which plain input leaves do, by position.
-            words.push(g.len() as u64);
+            w.word(g.len() as u64);
             let plain = inputs.iter().filter(|q| q.grads.is_none()).flat_map(|q| q.leaves.iter());
             for (k, l) in plain.enumerate() {
                 if g.get(l).is_some() {
-                    words.push(k as u64);
+                    w.word(k as u64);
                 }
             }
-            words.push(u64::MAX);
+            w.word(u64::MAX);
         }
     }
     // Leaf types and alias classes (the position of each leaf's first occurrence).
     for (t, &first) in leaves.iter().zip(firsts) {
-        leaf_words(t, &mut words);
-        words.push(first as u64);
+        leaf_words(t, w);
+        w.word(first as u64);
     }
-    Key { words, names, instance }
 }
 
 /// A call's *trip class*: its key with every sequence input (a slice or `Vec`, probed with a

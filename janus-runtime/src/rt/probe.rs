@@ -9,7 +9,6 @@ use crate::autograd::Grads;
 use crate::module::{ConstLeaf, Leaves, Module, Visitor};
 use crate::tensor::Tensor;
 use std::any::TypeId;
-use std::collections::VecDeque;
 use std::marker::PhantomData;
 
 /// What probing one input or output found.
@@ -225,23 +224,34 @@ impl<T: ?Sized> ProbeOpaque for &Probe<'_, T> {
 
 /// The outputs of one replay, taken in order by the generated code.
 pub struct Replayed {
-    pub(crate) tensors: VecDeque<Tensor>,
-    pub(crate) consts: VecDeque<ConstLeaf>,
+    /// Last first: taken by `pop`, so the executor's list needs no conversion.
+    tensors: Vec<Tensor>,
+    /// Last first.
+    consts: Vec<ConstLeaf>,
+}
+
+impl Replayed {
+    /// A replay's output tensors and host constants, in the order the generated code takes
+    /// them.
+    pub(crate) fn new(mut tensors: Vec<Tensor>, consts: &[ConstLeaf]) -> Replayed {
+        tensors.reverse();
+        Replayed { tensors, consts: consts.iter().rev().copied().collect() }
+    }
 }
 
 impl Drop for Replayed {
     fn drop(&mut self) {
         // The executor's output list, for its next run on this thread.
-        crate::exec::recycle_output_list(std::mem::take(&mut self.tensors).into());
+        crate::exec::recycle_output_list(std::mem::take(&mut self.tensors));
     }
 }
 
 impl Leaves for Replayed {
     fn tensor(&mut self) -> Tensor {
-        self.tensors.pop_front().expect("janus internal error: replay produced too few tensors")
+        self.tensors.pop().expect("janus internal error: replay produced too few tensors")
     }
     fn constant(&mut self) -> ConstLeaf {
-        self.consts.pop_front().expect("janus internal error: replay recorded too few constants")
+        self.consts.pop().expect("janus internal error: replay recorded too few constants")
     }
 }
 

@@ -184,7 +184,7 @@ impl CpuPlan {
         let mut local = None;
         let mut pooled = None;
         let (arenas, scratch) = if stateless {
-            &mut *local.insert((Arenas::new([0; 4]), schedule::Scratch::default()))
+            &mut *local.insert((Arenas::empty(), schedule::Scratch::default()))
         } else {
             let run = self
                 .pool
@@ -260,14 +260,14 @@ impl CpuPlan {
 }
 
 thread_local! {
-    /// Emptied output lists, kept for the next run on this thread.
-    static LISTS: std::cell::RefCell<Vec<Vec<Tensor>>> = const { std::cell::RefCell::new(Vec::new()) };
+    /// An emptied output list, kept for the next run on this thread.
+    static LIST: std::cell::Cell<Vec<Tensor>> = const { std::cell::Cell::new(Vec::new()) };
 }
 
-/// An empty list for `n` outputs: one a replay handed back ([`recycle_output_list`]) when there
-/// is one, so a replay's hit path allocates only its output tensors (issue 13).
+/// An empty list for `n` outputs: the one a replay handed back ([`recycle_output_list`]) when
+/// there is one, so a replay's hit path allocates only its output tensors (issue 13).
 fn output_list(n: usize) -> Vec<Tensor> {
-    let mut list = LISTS.with(|l| l.try_borrow_mut().ok().and_then(|mut l| l.pop())).unwrap_or_default();
+    let mut list = LIST.take();
     list.reserve(n);
     list
 }
@@ -276,13 +276,8 @@ fn output_list(n: usize) -> Vec<Tensor> {
 pub(crate) fn recycle_output_list(mut list: Vec<Tensor>) {
     list.clear();
     if list.capacity() > 0 && list.capacity() <= 64 {
-        LISTS.with(|l| {
-            if let Ok(mut l) = l.try_borrow_mut()
-                && l.len() < 4
-            {
-                l.push(list);
-            }
-        });
+        // A list kept before (a replay's outputs held while another block replayed) drops.
+        drop(LIST.replace(list));
     }
 }
 

@@ -13,7 +13,9 @@
 //! panics (an index out of range, say) runs the statements instead, so that eager mode's
 //! effects and panic happen exactly as without the attribute.
 //!
-//! A hit reads the variant table under a read lock and touches only atomics.
+//! A hit that repeats one of the thread's recent keys compares the call with that key as it
+//! probes, without building a key or locking the variant table (see `hits`); any other call
+//! looks its key up in the table under a read lock.
 
 use super::check::{self, Policy};
 use super::coverage::{EagerKind, OpScope};
@@ -32,6 +34,7 @@ use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::Instant;
 
 mod checked;
+mod hits;
 mod record;
 mod rolling;
 mod shapes;
@@ -89,7 +92,10 @@ pub struct Fragment {
 }
 
 struct State {
-    variants: RwLock<HashMap<u64, Vec<Arc<Variant>>, key::BuildFx>>,
+    /// Read through [`State::variants_mut`] for writing.
+    variants: RwLock<VariantTable>,
+    /// Bumped on every write to `variants` (see `hits`).
+    generation: AtomicU64,
     keys: AtomicU64,
     /// Why every call runs the statements (an opaque output, too few ops), once known.
     opaque: OnceLock<(String, EagerKind)>,
@@ -114,6 +120,9 @@ struct State {
     /// Fingerprints of stacked keys seen once, newest last (see [`Fragment::first_sighting`]).
     sighted: Mutex<VecDeque<u64>>,
 }
+
+/// A block's variants, by key fingerprint.
+type VariantTable = HashMap<u64, Vec<Arc<Variant>>, key::BuildFx>;
 
 /// A trip class's sequence lengths that compiled unrolled, and whether its loops run on the
 /// host now.
@@ -286,6 +295,7 @@ impl Fragment {
             crate::panics::install_hook();
             State {
                 variants: RwLock::new(HashMap::default()),
+                generation: AtomicU64::new(0),
                 keys: AtomicU64::new(0),
                 opaque: OnceLock::new(),
                 opaque_input: OnceLock::new(),
@@ -379,43 +389,54 @@ impl Fragment {
         };
         let leaves = key::gather_leaves(inputs);
         let firsts = key::first_occurrences(&leaves);
-        let key = key::build(inputs, (&leaves, &firsts), instance, mode);
-        let fp = key.fingerprint();
-        let variant = match self.lookup(st, fp, &key) {
-            Some(v) if v.staged.get().is_none() && v.unstageable.get().is_none() => {
-                // Still profiling: an instance of a generic variant made meanwhile serves it.
-                (self.instance_for(st, fp, &key, &leaves, inputs))
-                    .or_else(|| self.upgraded(st, fp, &key, &leaves, inputs))
-                    .unwrap_or(v)
-            }
-            Some(v) => {
-                key::recycle(key);
-                v
-            }
-            None if rows.is_empty()
-                && self.site.has_loop
-                && self.site.dynamic_dims
-                && self.rolled(st, inputs, instance, mode) =>
-            {
-                key::recycle(key);
-                return self.rolled_call(st, inputs, instance, mode);
-            }
-            None => match (self.instance_for(st, fp, &key, &leaves, inputs))
-                .or_else(|| self.upgraded(st, fp, &key, &leaves, inputs))
-            {
-                Some(v) => v,
-                None if !rows.is_empty() && self.first_sighting(st, fp, &key, &leaves) => {
-                    key::recycle(key);
-                    st.counters.eager(EagerKind::Rolled, SEEN_ONCE);
-                    return Enter::Body(
-                        self.scope(ScopeKind::Rolled(RollingGuard::enter()), EagerKind::Rolled),
-                    );
+        let generation = st.generation();
+        let memoised = hits::find(self, generation, |v| {
+            key::matches(inputs, (&leaves, &firsts), instance, mode, &v.key)
+        });
+        let variant = if let Some(v) = memoised {
+            v
+        } else {
+            let key = key::build(inputs, (&leaves, &firsts), instance, mode);
+            let fp = key.fingerprint();
+            match self.lookup(st, fp, &key) {
+                Some(v) if v.staged.get().is_none() && v.unstageable.get().is_none() => {
+                    // Still profiling: an instance of a generic variant made meanwhile serves it.
+                    (self.instance_for(st, fp, &key, &leaves, inputs))
+                        .or_else(|| self.upgraded(st, fp, &key, &leaves, inputs))
+                        .unwrap_or(v)
                 }
-                None => match self.insert(st, fp, key, inputs, &leaves) {
-                    Ok(v) => v,
-                    Err(why) => return plain(&why, EagerKind::VariantLimit),
+                Some(v) => {
+                    key::recycle(key);
+                    if v.staged.get().is_some() {
+                        hits::remember(self, generation, &v);
+                    }
+                    v
+                }
+                None if rows.is_empty()
+                    && self.site.has_loop
+                    && self.site.dynamic_dims
+                    && self.rolled(st, inputs, instance, mode) =>
+                {
+                    key::recycle(key);
+                    return self.rolled_call(st, inputs, instance, mode);
+                }
+                None => match (self.instance_for(st, fp, &key, &leaves, inputs))
+                    .or_else(|| self.upgraded(st, fp, &key, &leaves, inputs))
+                {
+                    Some(v) => v,
+                    None if !rows.is_empty() && self.first_sighting(st, fp, &key, &leaves) => {
+                        key::recycle(key);
+                        st.counters.eager(EagerKind::Rolled, SEEN_ONCE);
+                        return Enter::Body(
+                            self.scope(ScopeKind::Rolled(RollingGuard::enter()), EagerKind::Rolled),
+                        );
+                    }
+                    None => match self.insert(st, fp, key, inputs, &leaves) {
+                        Ok(v) => v,
+                        Err(why) => return plain(&why, EagerKind::VariantLimit),
+                    },
                 },
-            },
+            }
         };
         if let Some(staged) = variant.staged.get()
             && !staged.invalid.load(Ordering::Relaxed)
@@ -431,6 +452,7 @@ impl Fragment {
                 } else {
                     rolling::row_targets(inputs, rows)
                 };
+                let fp = variant.key.fingerprint();
                 return self.start_check(st, fp, &variant, staged, (&distinct, targets), policy);
             }
             let sink: &'static Counters = &st.counters;
@@ -449,13 +471,10 @@ impl Fragment {
                 // Nothing of the replay is kept: the call runs the statements, the random
                 // stream where it was.
                 crate::random::set_stream_position(pos.0, pos.1);
-                self.speculation_failed(st, fp, &variant, "an assert did not hold");
+                self.speculation_failed(st, variant.key.fingerprint(), &variant, "an assert did not hold");
                 return plain("speculation failed: ran the statements", EagerKind::SpeculationFailed);
             }
-            return Enter::Replay(Replayed {
-                tensors: tensors.into(),
-                consts: staged.consts.iter().copied().collect::<VecDeque<_>>(),
-            });
+            return Enter::Replay(Replayed::new(tensors, &staged.consts));
         }
         if let Some(why) = variant.unstageable.get() {
             return plain(why, EagerKind::Unstageable);
@@ -502,7 +521,7 @@ impl Fragment {
         inputs: &[Probed],
         leaves: &[Tensor],
     ) -> Result<Arc<Variant>, String> {
-        let mut map = st.variants.write().unwrap();
+        let mut map = st.variants_mut();
         if let Some(v) = map.get(&fp).and_then(|vs| vs.iter().find(|v| v.key == key)) {
             return Ok(v.clone());
         }

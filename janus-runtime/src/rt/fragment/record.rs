@@ -37,7 +37,7 @@ impl Fragment {
             instance: v.instance,
             seq: v.seq,
         });
-        let mut map = st.variants.write().unwrap();
+        let mut map = st.variants_mut();
         if let Some(slot) = map.get_mut(&fp).and_then(|vs| vs.iter_mut().find(|x| Arc::ptr_eq(x, v))) {
             *slot = fresh;
         }

@@ -293,7 +293,7 @@ impl Fragment {
     /// Puts instance `v` in the variant table (replacing its key's variant if that is still
     /// profiling) and in the instances' list; returns the key's variant.
     pub(super) fn install_instance(&self, st: &State, fp: u64, v: Arc<Variant>) -> Arc<Variant> {
-        let mut map = st.variants.write().unwrap();
+        let mut map = st.variants_mut();
         let vs = map.entry(fp).or_default();
         match vs.iter().position(|u| u.key == v.key) {
             // A key still profiling gives way to the instance (it no longer counts as a key).
@@ -418,7 +418,7 @@ impl Fragment {
             return;
         }
         st.keys.fetch_sub(1, Ordering::Relaxed);
-        let mut map = st.variants.write().unwrap();
+        let mut map = st.variants_mut();
         let fp = v.key.fingerprint();
         self.keep_instance(st, &mut map, fp, v);
     }

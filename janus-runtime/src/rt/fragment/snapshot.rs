@@ -108,7 +108,7 @@ impl Fragment {
 
     pub(crate) fn reset(&'static self) {
         let st = self.state();
-        let mut variants = st.variants.write().unwrap();
+        let mut variants = st.variants_mut();
         variants.clear();
         st.keys.store(0, Ordering::Relaxed); // under the lock, so no insert sees a stale count
         drop(variants);
