@@ -32,6 +32,9 @@ pub struct Executor {
     cuda_lowered: std::sync::OnceLock<Lowered>,
     /// The CUDA side, made on the first run on a CUDA device.
     cuda: std::sync::OnceLock<cuda::CudaPlan>,
+    /// The device of the graph's own creation ops, if any is not the CPU (found once, not on
+    /// every run: a scan of a large graph's nodes cost more than a small graph's whole run).
+    made_on: Option<Device>,
 }
 
 impl Executor {
@@ -43,7 +46,8 @@ impl Executor {
             assert_eq!(memory::check(&lowered), Ok(()), "executor: memory plan");
         }
         let cpu = cpu::CpuPlan::new(&lowered);
-        Executor { graph, lowered, cpu, cuda_lowered: Default::default(), cuda: Default::default() }
+        let made_on = creation_device(&graph);
+        Executor { graph, lowered, cpu, cuda_lowered: Default::default(), cuda: Default::default(), made_on }
     }
 
     /// The graph this executor runs.
@@ -66,24 +70,14 @@ impl Executor {
     pub fn num_steps(&self) -> usize {
         self.lowered.steps.len()
     }
+
     /// The device a run on `inputs` executes on: the first CUDA device among the inputs or
     /// the graph's source ops, else the CPU.
     fn device_for(&self, inputs: &[Tensor]) -> Device {
-        if let Some(t) = inputs.iter().find(|t| t.device() != Device::Cpu) {
-            return t.device();
+        match inputs.iter().find(|t| t.device() != Device::Cpu) {
+            Some(t) => t.device(),
+            None => self.made_on.unwrap_or(Device::Cpu),
         }
-        self.graph
-            .nodes
-            .iter()
-            .find_map(|n| match n.op.as_op() {
-                Some(Op::Full(p)) if p.device != Device::Cpu => Some(p.device),
-                Some(Op::Constant(p)) if p.device != Device::Cpu => Some(p.device),
-                Some(Op::Arange(p)) if p.device != Device::Cpu => Some(p.device),
-                Some(Op::RandNormal(p) | Op::RandUniform(p)) if p.device != Device::Cpu => Some(p.device),
-                Some(Op::ToDevice(p)) if p.device != Device::Cpu => Some(p.device),
-                _ => None,
-            })
-            .unwrap_or(Device::Cpu)
     }
 
     /// The steps a CUDA run executes.
@@ -117,4 +111,16 @@ impl Executor {
             }
         }
     }
+}
+
+/// The first device other than the CPU that a creation op of `graph` names, if any.
+fn creation_device(graph: &Graph) -> Option<Device> {
+    graph.nodes.iter().find_map(|n| match n.op.as_op() {
+        Some(Op::Full(p)) if p.device != Device::Cpu => Some(p.device),
+        Some(Op::Constant(p)) if p.device != Device::Cpu => Some(p.device),
+        Some(Op::Arange(p)) if p.device != Device::Cpu => Some(p.device),
+        Some(Op::RandNormal(p) | Op::RandUniform(p)) if p.device != Device::Cpu => Some(p.device),
+        Some(Op::ToDevice(p)) if p.device != Device::Cpu => Some(p.device),
+        _ => None,
+    })
 }
