@@ -13,9 +13,11 @@ type Step<'a> = Box<dyn FnMut(usize) + 'a>;
 
 /// Alternates `rounds` rounds of `warm` untimed and `timed_steps` timed calls of the step of
 /// learner 0 (pieces) and learner 1 (the whole program's plan), in turns first; prints the
-/// medians and the per-round ratios.
+/// medians, the per-round ratios and the arenas' sizes (over every compiled graph, forward and
+/// backward, as `janus::stats()` reports them after the last round of each plan).
 fn alternate(name: &str, rounds: usize, warm: usize, timed_steps: usize, mut steps: [Step; 2]) {
     let (mut all, mut ratios): ([Vec<f64>; 2], Vec<f64>) = Default::default();
+    let mut arena_mb = [0.0; 2];
     let mut next = 0;
     for round in 0..rounds {
         let mut medians = [0.0; 2];
@@ -34,6 +36,7 @@ fn alternate(name: &str, rounds: usize, warm: usize, timed_steps: usize, mut ste
             }
             all[k].extend(&times);
             medians[k] = median(&mut times);
+            arena_mb[k] = janus::stats().fragments.iter().map(|f| f.arena_bytes).sum::<usize>() as f64 / 1e6;
         }
         // The first round also warms the allocator and the helper thread.
         if round > 0 {
@@ -45,10 +48,12 @@ fn alternate(name: &str, rounds: usize, warm: usize, timed_steps: usize, mut ste
     let n = ratios.len();
     let [mut a, mut b] = all;
     println!(
-        "| {name} | {:.3} | {:.3} | {:.3} | {faster} of {n} |",
+        "| {name} | {:.3} | {:.3} | {:.3} | {faster} of {n} | {:.2} / {:.2} |",
         median(&mut a),
         median(&mut b),
-        median(&mut ratios)
+        median(&mut ratios),
+        arena_mb[0],
+        arena_mb[1]
     );
 }
 
@@ -71,8 +76,10 @@ pub fn replan_ab(quick: bool) {
     let rounds = if quick { 2 } else { 12 };
     println!("\nSplit programs' memory: planned by pieces of values (default) vs the whole program's plan,");
     println!("alternated in one process ({rounds} rounds; the first not counted)\n");
-    println!("| step, ms | pieces | whole plan | per-round ratio, median | rounds faster with pieces |");
-    println!("|---|---:|---:|---:|---:|");
+    println!(
+        "| step, ms | pieces | whole plan | per-round ratio, median | rounds faster with pieces | arenas, MB: pieces / whole |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|");
     janus::manual_seed(0);
     let data = lstm_lm::Batches::synthetic(16);
     let init = lstm_lm::LstmLm::new(lstm_lm::V, lstm_lm::H);

@@ -246,6 +246,15 @@ impl Compiled {
         self.exec.memory_plan()
     }
 
+    /// Bytes of the arenas its CPU runs use: the forward executor's and those of the backward
+    /// executors compiled so far (see [`Executor::run_memory_plan`]).
+    pub fn arena_bytes(&self) -> usize {
+        let backward = self.grad.as_ref().map_or(0, |g| {
+            g.backward.lock().unwrap().values().map(|(e, _)| e.run_memory_plan().planned_bytes).sum()
+        });
+        self.exec.run_memory_plan().planned_bytes + backward
+    }
+
     /// Runs on `inputs` (the recorded signature); draws random numbers from this thread's stream
     /// and reproduces the recorded outputs' grad flags and identities.
     pub fn replay(self: &Arc<Self>, inputs: &[Tensor]) -> Vec<Tensor> {

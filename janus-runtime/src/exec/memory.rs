@@ -27,6 +27,14 @@ pub struct MemoryPlan {
     pub in_place: usize,
 }
 
+impl MemoryPlan {
+    /// Bytes of the arenas `arena_len` describes.
+    pub(crate) fn arena_bytes(&self) -> usize {
+        let sizes = [DType::F32, DType::F64, DType::I64, DType::Bool].map(|d| d.size_in_bytes());
+        self.arena_len.iter().zip(sizes).map(|(n, s)| n * s).sum()
+    }
+}
+
 pub(crate) fn dtype_slot(d: DType) -> usize {
     match d {
         DType::F32 => 0,
@@ -163,10 +171,7 @@ pub(crate) fn place(
             }
         }
     }
-    plan.planned_bytes = [DType::F32, DType::F64, DType::I64, DType::Bool]
-        .iter()
-        .map(|d| plan.arena_len[dtype_slot(*d)] * d.size_in_bytes())
-        .sum();
+    plan.planned_bytes = plan.arena_bytes();
     Placed { start, plan }
 }
 

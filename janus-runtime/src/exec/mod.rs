@@ -60,6 +60,12 @@ impl Executor {
         &self.lowered.plan
     }
 
+    /// The memory plan CPU runs use: the two-worker program's (planned again by pieces, see
+    /// `cpu/replan.rs`) when the executor has one, else [`memory_plan`](Executor::memory_plan).
+    pub fn run_memory_plan(&self) -> &MemoryPlan {
+        self.cpu.run_memory_plan(&self.lowered)
+    }
+
     /// Whether CPU runs use two workers (see the schedule's tuner: after a plan's first replays,
     /// whichever of two workers and the calling thread measured faster).
     pub fn is_parallel(&self) -> bool {

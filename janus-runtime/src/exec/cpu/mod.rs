@@ -118,6 +118,11 @@ impl CpuPlan {
         }
     }
 
+    /// The memory plan runs use (`l` is the executor's program).
+    pub(crate) fn run_memory_plan<'a>(&'a self, l: &'a Lowered) -> &'a super::MemoryPlan {
+        &self.split.as_ref().unwrap_or(l).plan
+    }
+
     /// Whether runs use two workers: the schedule allows it and the tuner has not found the
     /// calling thread faster (while it measures, half the runs use two workers).
     pub(crate) fn is_parallel(&self) -> bool {

@@ -15,10 +15,9 @@
 //! its arena is no larger than the whole program's: on this 2-core machine a larger footprint
 //! cost the CNN and Transformer steps more than the couplings did (README, "Performance").
 
-use crate::DType;
 use crate::exec::free::Fallback;
 use crate::exec::lower::{BufRef, Lowered, StepKind, ValRef};
-use crate::exec::memory::{MemoryPlan, Placed, Unit, place};
+use crate::exec::memory::{Placed, Unit, place};
 use crate::shape::{Shape, Strides};
 
 /// Estimated work (`schedule::cost`) between the last user of a range and the first writer of
@@ -31,12 +30,6 @@ const SETTLED_WORK: u64 = 4 << 20;
 /// A value's element range inside its root, for those that touch memory.
 fn extent(v: &ValRef) -> Option<(usize, usize)> {
     (v.shape.elems() > 0).then(|| (v.offset, v.offset + v.layout().span()))
-}
-
-/// Bytes of a plan's arenas.
-fn arena_bytes(p: &MemoryPlan) -> usize {
-    let sizes = [DType::F32, DType::F64, DType::I64, DType::Bool].map(|d| d.size_in_bytes());
-    p.arena_len.iter().zip(sizes).map(|(n, s)| n * s).sum()
 }
 
 /// Per root value in an arena, the element ranges its views touch, merged into pieces.
@@ -133,7 +126,7 @@ pub(crate) fn replan(l: &mut Lowered) {
     let settled = Fallback::Settled { work: &work, min: SETTLED_WORK };
     let Placed { start, plan } = place(&l.steps, &units, &step_unit, within, in_place, settled);
     // Every piece a step touches is written by some step (else it would stay unplaced).
-    if arena_bytes(&plan) > arena_bytes(&l.plan)
+    if plan.planned_bytes > l.plan.planned_bytes
         || units.iter().zip(&start).any(|(u, s)| u.arena && s.is_none())
     {
         return;
@@ -177,7 +170,7 @@ pub(crate) fn replan(l: &mut Lowered) {
         v.offset = if extent(v).is_some() { v.offset - piece_of[u].1 } else { 0 };
         l.roots[i] = root_of_unit[u];
     }
-    l.plan = MemoryPlan { planned_bytes: arena_bytes(&plan), ..plan };
+    l.plan = plan;
 }
 
 #[cfg(test)]
@@ -245,7 +238,8 @@ mod tests {
         let (before, after) = (couplings(&whole), couplings(&pieces));
         assert!(before > 0, "the whole program's plan no longer couples the workers: nothing to test");
         assert_eq!(after, 0, "the pieces' plan couples the workers ({before} couplings before)");
-        assert!(super::arena_bytes(&pieces.plan) <= super::arena_bytes(&whole.plan));
+        assert!(pieces.plan.planned_bytes <= whole.plan.planned_bytes);
+        assert_eq!(pieces.plan.planned_bytes, pieces.plan.arena_bytes());
         let plan = super::super::CpuPlan::with_split(&l, Some(0));
         let bits = |t: &[Tensor]| t[0].to_vec::<f32>().iter().map(|v| v.to_bits()).collect::<Vec<_>>();
         let serial = plan.run_as(&l, &inputs, Some(false));

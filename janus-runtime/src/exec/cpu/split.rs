@@ -103,6 +103,7 @@ impl Values<'_> {
         let (slot, len) = (dtype_slot(v.dtype), v.shape.elems());
         let start = self.plan.arena_len[slot];
         self.plan.arena_len[slot] += len;
+        self.plan.planned_bytes = self.plan.arena_bytes();
         let fresh = ValRef {
             buf: BufRef::Arena(start),
             len,

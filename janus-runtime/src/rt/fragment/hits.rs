@@ -26,7 +26,7 @@ thread_local! {
 
 fn slot(frag: &Fragment) -> (usize, usize) {
     let addr = frag as *const Fragment as usize;
-    (addr, (addr.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - SLOTS.trailing_zeros())) as usize)
+    (addr, ((addr as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - SLOTS.trailing_zeros())) as usize)
 }
 
 impl State {
