@@ -6,6 +6,9 @@
 //! An entry is valid while its block's variant table is unchanged: every write to the table
 //! bumps the block's generation ([`State::variants_mut`]), and an entry made under another
 //! generation is ignored. So a memo hit returns exactly what a lookup in the table would.
+//!
+//! An entry holds its variant until a later hit replaces it: after `janus::reset_caches()`, a
+//! thread's memo may keep up to `2 * SLOTS` old graphs (and their pooled arenas) alive.
 
 use super::{Fragment, State, Variant, VariantTable};
 use std::cell::RefCell;
