@@ -504,6 +504,7 @@ fn memoised_hits_follow_every_key_change() {
     check(3);
     let after = frag("scaled_sum")[0].clone();
     assert!(after.traces > 0, "the reset's calls record again: {}", janus::explain());
+    assert!(after.hits > 0, "and the new graphs replay: {}", janus::explain());
     // Another thread has its own memo and the same answers.
     std::thread::scope(|s| {
         s.spawn(|| check(4));

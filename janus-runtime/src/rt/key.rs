@@ -67,20 +67,21 @@ impl Hasher for FxHasher {
 /// A `HashMap` hasher for keys that are already fingerprints.
 pub(crate) type BuildFx = std::hash::BuildHasherDefault<FxHasher>;
 
+/// Where key words go: a trip class's list, or a [`Sink`].
+trait Words {
+    fn word(&mut self, w: u64);
+}
+
 /// Where a key's words and input type names go: a new key ([`build`]), or a comparison with an
 /// existing one ([`matches`]). One routine ([`emit`]) writes both, so they cannot drift apart.
-trait Sink {
-    fn word(&mut self, w: u64);
+trait Sink: Words {
     fn name(&mut self, n: &'static str);
 }
 
-impl Sink for Vec<u64> {
+impl Words for Vec<u64> {
     #[inline(always)]
     fn word(&mut self, w: u64) {
         self.push(w);
-    }
-    fn name(&mut self, _: &'static str) {
-        unreachable!("trip classes hash their type names")
     }
 }
 
@@ -90,11 +91,14 @@ struct Building<'a> {
     names: &'a mut Vec<&'static str>,
 }
 
-impl Sink for Building<'_> {
+impl Words for Building<'_> {
     #[inline(always)]
     fn word(&mut self, w: u64) {
         self.words.push(w);
     }
+}
+
+impl Sink for Building<'_> {
     #[inline(always)]
     fn name(&mut self, n: &'static str) {
         self.names.push(n);
@@ -108,11 +112,14 @@ struct Comparing<'k> {
     same: bool,
 }
 
-impl Sink for Comparing<'_> {
+impl Words for Comparing<'_> {
     #[inline(always)]
     fn word(&mut self, w: u64) {
         self.same &= self.words.next() == Some(&w);
     }
+}
+
+impl Sink for Comparing<'_> {
     #[inline(always)]
     fn name(&mut self, n: &'static str) {
         // The same `type_name` is almost always the same static string: compare addresses
@@ -121,7 +128,7 @@ impl Sink for Comparing<'_> {
     }
 }
 
-fn const_words(c: &ConstLeaf, w: &mut impl Sink) {
+fn const_words(c: &ConstLeaf, w: &mut impl Words) {
     let (tag, v) = match *c {
         // Both halves of the i128, so no two integers share a key.
         ConstLeaf::Int(x) => {
@@ -150,7 +157,7 @@ fn leaf_header(t: &Tensor) -> u64 {
     t.dtype() as u64 | (flags << 8) | ((t.rank() as u64) << 16) | (device << 24)
 }
 
-fn leaf_words(t: &Tensor, w: &mut impl Sink) {
+fn leaf_words(t: &Tensor, w: &mut impl Words) {
     w.word(leaf_header(t));
     for &d in t.sizes() {
         w.word(d as u64);
