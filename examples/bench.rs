@@ -17,6 +17,7 @@
 //! cargo run --release --example bench -- --only dims    # one generic graph vs one per batch size
 //! cargo run --release --example bench -- --only stream  # an LSTM LM over varying T and B
 //! cargo run --release --example bench -- --only replan  # split programs' memory plans, A/B
+//! cargo run --release --example bench -- --only pack    # shared right factors packed or not, A/B
 //! ```
 //!
 //! The LSTM step is the `shared/refbench` workload (T=32, B=32, V=65, H=128, plain SGD lr 0.1);
@@ -24,6 +25,8 @@
 //! Transformer steps are `shared/refbench/models_torch.py`'s workloads C and D (the `cnn` and
 //! `transformer_lm` examples' models at the refbench sizes); GAN is the `gan` example's step.
 
+#[path = "common/bench_ab.rs"]
+mod bench_ab;
 #[path = "common/bench_costs.rs"]
 mod bench_costs;
 #[path = "common/bench_cuda.rs"]
@@ -32,8 +35,6 @@ mod bench_cuda;
 mod bench_dims;
 #[path = "common/bench_models.rs"]
 mod bench_models;
-#[path = "common/bench_replan.rs"]
-mod bench_replan;
 #[path = "common/cartpole.rs"]
 mod cartpole;
 #[path = "common/cli.rs"]
@@ -394,6 +395,8 @@ enum Workload {
     Hit,
     /// Split programs' memory planned by pieces of values against the whole program's plan.
     Replan,
+    /// Shared right factors packed once per run against gemm for every product.
+    Pack,
 }
 
 fn main() {
@@ -408,11 +411,20 @@ fn main() {
         Some(only) => only == w,
         None => !matches!(
             w,
-            Workload::Unroll | Workload::Hit | Workload::Dims | Workload::Stream | Workload::Replan
+            Workload::Unroll
+                | Workload::Hit
+                | Workload::Dims
+                | Workload::Stream
+                | Workload::Replan
+                | Workload::Pack
         ),
     };
     if run(Workload::Replan) {
-        bench_replan::replan_ab(quick);
+        bench_ab::ab(bench_ab::REPLAN, quick);
+        return;
+    }
+    if run(Workload::Pack) {
+        bench_ab::ab(bench_ab::PACK, quick);
         return;
     }
     if run(Workload::Stream) {

@@ -9,6 +9,7 @@
 //! | `JANUS_SERIAL=1` | run compiled steps on the calling thread only (no two-worker schedule) |
 //! | `JANUS_PARALLEL=force` | testing: split every splittable step in halves and run every compiled program on two workers |
 //! | `JANUS_REPLAN=0` | keep the whole program's memory plan for its split steps (see [`set_replan`]) |
+//! | `JANUS_PACK=0\|1` | pack the right factors that several products share, once per run: `1` on, `0` off; unset, on where the CPU has AVX2 but not AVX-512 (see [`set_pack`]) |
 //! | `JANUS_PROFILE=1` | time every CPU executor step (serially); [`crate::profile_report`] prints the table |
 //! | `JANUS_TIMELINE=FILE` | append one two-worker run in 500 to FILE, step by step: worker, start, end, what, `#` step, `w` worker meant for |
 //! | `JANUS_MODE=eager\|janus\|check` | how `#[janus]` functions run (default `janus`) |
@@ -36,6 +37,9 @@ pub struct Config {
     /// Plan the memory of split programs again by pieces of values (on unless
     /// `JANUS_REPLAN=0`; see [`set_replan`]).
     pub replan: bool,
+    /// Pack right factors that several `f32` products of a program share, once per run
+    /// (`JANUS_PACK=1` or `0`; `None`, unset: see [`pack`]).
+    pub pack: Option<bool>,
     /// Time every CPU executor step (`JANUS_PROFILE=1`); profiled runs are serial.
     pub profile: bool,
     /// Where sampled two-worker runs are written step by step (`JANUS_TIMELINE=FILE`).
@@ -62,6 +66,7 @@ pub fn config() -> &'static Config {
         serial: std::env::var("JANUS_SERIAL").is_ok_and(|v| v == "1"),
         force_parallel: std::env::var("JANUS_PARALLEL").is_ok_and(|v| v == "force"),
         replan: std::env::var("JANUS_REPLAN").map_or(true, |v| v != "0"),
+        pack: std::env::var("JANUS_PACK").ok().map(|v| v != "0"),
         profile: std::env::var("JANUS_PROFILE").is_ok_and(|v| v == "1"),
         timeline: std::env::var_os("JANUS_TIMELINE").filter(|v| !v.is_empty()).map(PathBuf::from),
         mode: match std::env::var("JANUS_MODE").as_deref() {
@@ -109,6 +114,7 @@ impl Override {
 
 static SERIAL: Override = Override::unset();
 static REPLAN: Override = Override::unset();
+static PACK: Override = Override::unset();
 
 /// Overrides `JANUS_SERIAL` for the whole process: `true` runs every compiled program's steps
 /// on the calling thread (each kernel may still use rayon), `false` allows the two-worker
@@ -134,6 +140,22 @@ pub fn set_replan(on: bool) {
 /// Whether split programs' memory is planned again by pieces (`JANUS_REPLAN`, [`set_replan`]).
 pub fn replan() -> bool {
     REPLAN.get(config().replan)
+}
+
+/// Overrides `JANUS_PACK` for programs compiled from now on: `true` packs each right factor
+/// that two or more `f32` products of a program read, once per run, and runs those products
+/// with the packed AVX2 kernel (`janus_kernels::matmul::packed`; where the CPU has AVX2 and
+/// FMA); `false` runs every product through gemm. For benchmarks comparing both.
+pub fn set_pack(on: bool) {
+    PACK.set(on);
+}
+
+/// Whether programs pack shared right factors: [`set_pack`], else `JANUS_PACK`, else whether
+/// the CPU has AVX2 but not AVX-512. The packed kernel is AVX2 only: it beat gemm on an AVX2
+/// machine (README, "Performance"), and was not measured against gemm's AVX-512 kernels.
+pub fn pack() -> bool {
+    let auto = || janus_kernels::simd_math::simd_level() == janus_kernels::simd_math::SimdLevel::Avx2Fma;
+    PACK.get(config().pack.unwrap_or_else(auto))
 }
 
 /// Installs a minimal stderr logger for `JANUS_LOG` when the program set none.

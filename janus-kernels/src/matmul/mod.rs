@@ -7,6 +7,7 @@ use gemm::Parallelism;
 use rayon::prelude::*;
 use small::{gemv, narrow};
 
+pub mod packed;
 mod small;
 #[cfg(test)]
 mod tests;

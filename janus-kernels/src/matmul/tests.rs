@@ -234,3 +234,70 @@ fn a_bias_row_gives_the_bits_of_a_product_then_an_add() {
         assert_eq!(bits(&got), bits(&want), "m={m} n={n} k={k}");
     }
 }
+
+/// The packed kernel: each element is the fused multiply-adds in order of `p` from `+0.0`
+/// (then `dst +`, `+ 0.0` and the bias), checked bit for bit against that scalar sum, for
+/// either layout of each factor, column tails, short and long contractions, and any split of
+/// the rows.
+#[test]
+fn packed_products_are_ordered_fma_sums_whatever_the_rows() {
+    use packed::{available, matmul_packed, pack, packed_len};
+    if !available() {
+        eprintln!("skipped: the packed kernel needs AVX2 and FMA, which this CPU lacks");
+        return;
+    }
+    for &(m, n, k) in &[(1, 16, 1), (7, 17, 5), (16, 512, 128), (13, 57, 57), (50, 130, 33), (100, 48, 300)] {
+        let a: Vec<f32> = (0..m * k + 7).map(|i| ((i * 37 % 101) as f32 - 50.0) / 17.0).collect();
+        let b: Vec<f32> = (0..k * n + 5).map(|i| ((i * 53 % 97) as f32 - 48.0) / 23.0).collect();
+        let c: Vec<f32> = (0..m * n).map(|i| ((i * 29 % 89) as f32 - 44.0) / 7.0).collect();
+        let bias: Vec<f32> = (0..n).map(|j| j as f32 * 0.25 - 3.0).collect();
+        for (al, bl) in [
+            (MatLayout::row_major(m, k), MatLayout::row_major(k, n)),
+            (
+                MatLayout { offset: 3, ..MatLayout::row_major(k, m).transposed() },
+                MatLayout { offset: 2, ..MatLayout::row_major(n, k).transposed() },
+            ),
+        ] {
+            let mut packed = Vec::new();
+            pack(k, n, &b, bl, &mut packed);
+            assert_eq!(packed.len(), packed_len(k, n));
+            for (accumulate, with_bias) in [(false, false), (true, false), (false, true)] {
+                let want: Vec<f32> = (0..m * n)
+                    .map(|e| {
+                        let (i, j) = (e / n, e % n);
+                        let mut s = 0.0f32;
+                        for p in 0..k {
+                            let x = a[al.offset + i * al.row_stride + p * al.col_stride];
+                            s = x.mul_add(b[bl.offset + p * bl.row_stride + j * bl.col_stride], s);
+                        }
+                        let s = if accumulate { c[e] + s } else { s } + 0.0;
+                        if with_bias { s + bias[j] } else { s }
+                    })
+                    .collect();
+                let b_row = with_bias.then_some(&bias[..]);
+                let mut whole = c.clone();
+                matmul_packed((m, n, k), &a, al, &packed, &mut whole, accumulate, b_row);
+                let same = |x: &[f32], y: &[f32]| x.iter().zip(y).all(|(p, q)| p.to_bits() == q.to_bits());
+                assert!(same(&whole, &want), "m={m} n={n} k={k} {al:?} acc={accumulate} bias={with_bias}");
+                // The rows in two calls (as two workers run a split product): the same bits.
+                let cut = m / 2;
+                let mut parts = c.clone();
+                let (top, bottom) = parts.split_at_mut(cut * n);
+                matmul_packed((cut, n, k), &a, al, &packed, top, accumulate, b_row);
+                let lower = MatLayout { offset: al.offset + cut * al.row_stride, ..al };
+                matmul_packed((m - cut, n, k), &a, lower, &packed, bottom, accumulate, b_row);
+                assert!(same(&parts, &want), "rows split at {cut}: m={m} n={n} k={k}");
+                // And within a small tolerance of the ordinary product.
+                let mut plain = c.clone();
+                let dims = MatmulDims { batch: 1, m, n, k };
+                match b_row {
+                    Some(row) => matmul_bias(dims, &a, al, &b, bl, row, &mut plain),
+                    None => matmul(dims, &a, al, &b, bl, &mut plain, accumulate),
+                }
+                for (g, w) in whole.iter().zip(&plain) {
+                    assert!((g - w).abs() <= 1e-4 * (1.0 + w.abs()), "m={m} n={n} k={k}: {g} against {w}");
+                }
+            }
+        }
+    }
+}

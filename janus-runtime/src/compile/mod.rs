@@ -246,13 +246,16 @@ impl Compiled {
         self.exec.memory_plan()
     }
 
-    /// Bytes of the arenas its CPU runs use: the forward executor's and those of the backward
-    /// executors compiled so far (see [`Executor::run_memory_plan`]).
+    /// Bytes of the arenas its CPU runs use, packed right factors included: the forward
+    /// executor's and those of the backward executors compiled so far (see
+    /// [`Executor::run_memory_plan`], [`Executor::packed_bytes`]).
     pub fn arena_bytes(&self) -> usize {
-        let backward = self.grad.as_ref().map_or(0, |g| {
-            g.backward.lock().unwrap().values().map(|(e, _)| e.run_memory_plan().planned_bytes).sum()
-        });
-        self.exec.run_memory_plan().planned_bytes + backward
+        let bytes = |e: &Executor| e.run_memory_plan().planned_bytes + e.packed_bytes();
+        let backward = self
+            .grad
+            .as_ref()
+            .map_or(0, |g| g.backward.lock().unwrap().values().map(|(e, _)| bytes(e)).sum());
+        bytes(&self.exec) + backward
     }
 
     /// Runs on `inputs` (the recorded signature); draws random numbers from this thread's stream

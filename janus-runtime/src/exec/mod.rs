@@ -66,6 +66,12 @@ impl Executor {
         self.cpu.run_memory_plan(&self.lowered)
     }
 
+    /// Bytes of the packed right factors a CPU run holds besides its arena (see
+    /// [`crate::set_pack`]).
+    pub fn packed_bytes(&self) -> usize {
+        self.cpu.packed_bytes()
+    }
+
     /// Whether CPU runs use two workers (see the schedule's tuner: after a plan's first replays,
     /// whichever of two workers and the calling thread measured faster).
     pub fn is_parallel(&self) -> bool {

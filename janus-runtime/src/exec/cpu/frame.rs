@@ -6,6 +6,7 @@
 //! steps that may run at the same time are ordered by the schedule whenever one writes a region
 //! the other touches. Inputs and constants are never written.
 
+use super::packs::{PackPlan, Packs};
 use crate::exec::lower::{BufRef, ValRef};
 use crate::exec::memory::dtype_slot;
 use crate::tensor::Tensor;
@@ -44,6 +45,8 @@ pub(crate) struct Frame<'a> {
     memos: &'a [Tensor],
     arena: [*mut u8; 4],
     outs: smallvec::SmallVec<[*mut u8; 4]>,
+    /// The program's packed right factors and this run's copies of them.
+    packs: (&'a PackPlan, &'a Packs),
 }
 
 // SAFETY: the pointers refer to buffers owned by the run that created the frame, which outlive
@@ -70,6 +73,7 @@ impl<'a> Frame<'a> {
         memos: &'a [Tensor],
         arenas: &'a mut Arenas,
         outs: &'a mut [std::sync::Arc<CpuBuffer>],
+        packs: (&'a PackPlan, &'a Packs),
     ) -> Self {
         let mut out_ptrs = smallvec::SmallVec::new();
         for b in outs.iter_mut() {
@@ -86,7 +90,13 @@ impl<'a> Frame<'a> {
                 arenas.bool.as_mut_ptr().cast(),
             ],
             outs: out_ptrs,
+            packs,
         }
+    }
+
+    /// This run's packed copies and the slot of right factor `b`, when the program packs it.
+    pub(crate) fn packed(&self, b: usize) -> Option<(&'a Packs, usize)> {
+        self.packs.0.slot(b).map(|s| (self.packs.1, s))
     }
 
     fn tensor_region<T: Element>(t: &Tensor) -> *const T {

@@ -5,6 +5,7 @@
 //! buffer is allocated.
 
 mod frame;
+mod packs;
 mod profile;
 mod replan;
 pub(crate) mod schedule;
@@ -26,14 +27,14 @@ pub(crate) fn split_min_cost() -> u64 {
 /// One run's arenas and two-worker scratch, boxed so that taking it from the pool and returning
 /// it moves a pointer, not the few hundred bytes of the state (callgrind: 250 instructions per
 /// replay).
-type RunState = Box<(Arenas, schedule::Scratch)>;
+type RunState = Box<(Arenas, schedule::Scratch, packs::Packs)>;
 
 /// The per-run states not in use, one per concurrent caller at most.
 #[derive(Default)]
 struct RunPool {
     /// The last state returned. Taking and returning it costs one atomic operation each: the
     /// mutex alone cost about 20 ns of a 210 ns hit (perf, `bench --only hit`).
-    spare: AtomicPtr<(Arenas, schedule::Scratch)>,
+    spare: AtomicPtr<(Arenas, schedule::Scratch, packs::Packs)>,
     /// States returned while `spare` was taken.
     #[allow(clippy::vec_box)]
     rest: Mutex<Vec<RunState>>,
@@ -87,6 +88,8 @@ pub(crate) struct CpuPlan {
     /// Per memo: the storage of the input it was made from (held, so its address stays
     /// unique), and the copy.
     memo_cache: Vec<Mutex<Option<(Tensor, Tensor)>>>,
+    /// The right factors that runs pack once for several products (`packs.rs`).
+    packs: packs::PackPlan,
 }
 
 impl CpuPlan {
@@ -96,6 +99,12 @@ impl CpuPlan {
 
     /// A plan whose steps costing at least `split_min` are split in halves (none when `None`).
     fn with_split(l: &Lowered, split_min: Option<u64>) -> CpuPlan {
+        Self::with_options(l, split_min, crate::config::pack())
+    }
+
+    /// [`with_split`](CpuPlan::with_split), packing shared right factors if `pack` (and the CPU
+    /// runs the packed kernel).
+    fn with_options(l: &Lowered, split_min: Option<u64>, pack: bool) -> CpuPlan {
         let split =
             split_min.and_then(|min| split::split_rows(l, min, |k| schedule::cost(l, k))).map(|mut s| {
                 if crate::config::replan() {
@@ -111,6 +120,11 @@ impl CpuPlan {
         }
         CpuPlan {
             schedule: schedule::build(split.as_ref().unwrap_or(l)),
+            packs: if pack {
+                packs::PackPlan::new(l, split.as_ref().unwrap_or(l))
+            } else {
+                Default::default()
+            },
             split,
             tuner: Default::default(),
             pool: RunPool::default(),
@@ -121,6 +135,11 @@ impl CpuPlan {
     /// The memory plan runs use (`l` is the executor's program).
     pub(crate) fn run_memory_plan<'a>(&'a self, l: &'a Lowered) -> &'a super::MemoryPlan {
         &self.split.as_ref().unwrap_or(l).plan
+    }
+
+    /// Bytes of the packed right factors a run holds besides its arenas.
+    pub(crate) fn packed_bytes(&self) -> usize {
+        self.packs.bytes()
     }
 
     /// Whether runs use two workers: the schedule allows it and the tuner has not found the
@@ -185,25 +204,27 @@ impl CpuPlan {
         };
         // A plan without intermediates that runs on this thread needs no pooled state: its
         // empty arenas and scratch allocate nothing (the hit path of small blocks).
-        let stateless = l.plan.arena_len == [0; 4] && !self.schedule.parallel;
+        let stateless = l.plan.arena_len == [0; 4] && !self.schedule.parallel && self.packs.is_empty();
         let mut local = None;
         let mut pooled = None;
-        let (arenas, scratch) = if stateless {
-            &mut *local.insert((Arenas::empty(), schedule::Scratch::default()))
+        let (arenas, scratch, packed) = if stateless {
+            &mut *local.insert((Arenas::empty(), schedule::Scratch::default(), packs::Packs::default()))
         } else {
-            let run = self
-                .pool
-                .take()
-                .unwrap_or_else(|| Box::new((Arenas::new(l.plan.arena_len), Default::default())));
+            let run = self.pool.take().unwrap_or_else(|| {
+                Box::new((Arenas::new(l.plan.arena_len), Default::default(), Default::default()))
+            });
             &mut **pooled.insert(run)
         };
+        if !self.packs.is_empty() {
+            packed.reset(&self.packs);
+        }
         let mut outs: SmallVec<[Arc<janus_kernels::CpuBuffer>; 4]> = SmallVec::new();
         for &(d, n) in &l.output_bufs {
             outs.push(Arc::new(output_buffer(d, n)));
         }
         let memos = if l.memos.is_empty() { Vec::new() } else { self.memos(l, dense) };
         {
-            let frame = Frame::new(dense, &l.consts, &memos, arenas, &mut outs);
+            let frame = Frame::new(dense, &l.consts, &memos, arenas, &mut outs, (&self.packs, packed));
             let (steps, vals) = (&l.steps, &l.vals);
             // Timed for the tuner only when it chooses; `force` (tests) bypasses it.
             let tuning = force.is_none() && self.schedule.parallel && self.parallel_allowed();

@@ -466,11 +466,14 @@ mod tests {
     /// one, and match eager execution; the whole program's results are unchanged by the split.
     #[test]
     fn split_programs_match_eager_on_either_worker_count() {
-        let mut split_steps = 0;
+        let (mut split_steps, mut packing) = (0, 0);
         for seed in 0..200u64 {
             let mut rng = Rng(seed);
             // Up to 40 rows: a product contracting them (case 9) then splits by its contraction.
-            let (r, c) = (2 + rng.below(39), 1 + rng.below(7));
+            // One program in four is 16 to 20 wide, so that its shared right factors (`x[1]`,
+            // `x[2]`) are packed (`packs.rs`).
+            let c = if seed % 4 == 0 { 16 + rng.below(5) } else { 1 + rng.below(7) };
+            let r = 2 + rng.below(39);
             let choices: Vec<usize> = (0..3 * (3 + rng.below(14))).map(|_| rng.below(1000)).collect();
             crate::random::manual_seed(seed);
             let inputs = [
@@ -484,11 +487,13 @@ mod tests {
             let g = trace(&inputs, |x| program(x, &choices));
             let (g, _) = crate::passes::optimize(g);
             let l = lower(&g);
-            let plan = CpuPlan::with_split(&l, Some(0));
+            // Packing on whatever the CPU's default (`config::pack`), where it has the kernel.
+            let plan = CpuPlan::with_options(&l, Some(0), true);
             let s = plan.split.as_ref().unwrap_or(&l);
             validate(s);
             check(s).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
             split_steps += s.steps.len() - l.steps.len();
+            packing += usize::from(!plan.packs.is_empty());
             let one = plan.run_as(&l, &inputs, Some(false));
             for run in 0..3 {
                 let two = plan.run_as(&l, &inputs, Some(true));
@@ -501,15 +506,24 @@ mod tests {
                 }
             }
             for (k, (a, e)) in one.iter().zip(&eager).enumerate() {
-                for (i, (x, y)) in a.to_vec::<f32>().iter().zip(e.to_vec::<f32>()).enumerate() {
+                // Within rounding of each element, or of the output's scale as check mode has it
+                // (`rt::check::mismatch`): a chain of products can cancel to a value far smaller
+                // than its terms (seed 92: an element of 16 in an output up to 3.6e4, where the
+                // packed kernel's order was 3x closer to the f64 result than eager's).
+                let e = e.to_vec::<f32>();
+                let scale = e.iter().fold(1e-3f32, |m, v| m.max(v.abs()));
+                for (i, (x, y)) in a.to_vec::<f32>().iter().zip(&e).enumerate() {
                     assert!(
-                        (x - y).abs() <= 1e-4 * (1.0 + y.abs()),
+                        (x - y).abs() <= 1e-4 * (1.0 + y.abs()) || (x - y).abs() <= 1e-5 * scale,
                         "seed {seed}, output {k}[{i}]: split {x} vs eager {y}"
                     );
                 }
             }
         }
         assert!(split_steps > 400, "only {split_steps} steps were split over all programs");
+        if janus_kernels::matmul::packed::available() {
+            assert!(packing >= 10, "only {packing} programs packed a right factor");
+        }
     }
 
     /// A weight gradient `xᵀ·dy` over a batch splits along the batch: two partial products and

@@ -2,12 +2,13 @@
 //! copies, random fills, and a generic path that runs an op's eager kernel.
 
 use super::frame::Frame;
+use super::packs::Packs;
 use crate::DType;
 use crate::exec::lower::{NO_NODE, ReduceKind, Step, StepKind, ValRef};
 use crate::ops::TensorType;
 use crate::shape::Strides;
 use janus_kernels::fused::{Input, Output, SumOut};
-use janus_kernels::matmul::{MatLayout, MatmulDims, matmul, matmul_bias};
+use janus_kernels::matmul::{MatLayout, MatmulDims, matmul, matmul_bias, packed};
 use janus_kernels::reduce as red;
 use janus_kernels::strided::{Src, copy};
 use janus_kernels::{Element, philox, with_any_type, with_float_type};
@@ -24,6 +25,44 @@ pub(crate) fn bias_row(vc: &ValRef, n: usize) -> bool {
     vc.shape.elems() == n
         && vc.shape.iter().last().is_none_or(|&d| d == n)
         && vc.strides.last().is_none_or(|&s| s == 1 || n == 1)
+}
+
+/// An `f32` product whose right factor the program packs (`packs.rs`): packed on this run's
+/// first use, then the packed kernel, with the addend as [`run_step`]'s other products take it.
+fn matmul_packed<'a>(
+    packs: &Packs,
+    slot: usize,
+    (va, vb, vc, vo): (&'a ValRef, &'a ValRef, Option<&'a ValRef>, &'a ValRef),
+    f: &Frame<'a>,
+) {
+    let (m, n, k) = (vo.shape[0], vo.shape[1], va.shape[1]);
+    let (sa, sb) = (f.src::<f32>(va), f.src::<f32>(vb));
+    let in_place = vc.is_some_and(|c| c.buf == vo.buf && c.offset == vo.offset);
+    // SAFETY: the result is disjoint from the factors; an in-place addend is not read through
+    // any other reference (plan).
+    let dst = unsafe { f.dst::<f32>(vo) };
+    let mut bias = None;
+    match vc.filter(|_| !in_place) {
+        Some(vc) if bias_row(vc, n) => bias = Some(&f.src::<f32>(vc).data[..n]),
+        Some(vc) => {
+            let st = broadcast_strides(vc, &vo.shape);
+            let sc = f.src::<f32>(vc);
+            copy(&vo.shape, Src::new(sc.data, &st, sc.offset), dst);
+        }
+        None => {}
+    }
+    let fill = |out: &mut Vec<f32>| packed::pack(k, n, sb.data, mat_layout(vb), out);
+    packs.with(slot, fill, |p| {
+        packed::matmul_packed(
+            (m, n, k),
+            sa.data,
+            mat_layout(va),
+            p,
+            dst,
+            vc.is_some() && bias.is_none(),
+            bias,
+        )
+    });
 }
 
 /// `v`'s matrix layout over the data `Frame::src` gives for it (which starts at `v`'s offset).
@@ -88,6 +127,10 @@ pub(crate) fn run_step<'a>(step: &Step, vals: &'a [Option<ValRef>], f: &Frame<'a
                 }
             }
         }, _ => unreachable!("fused programs run in a float type"))
+        }
+        StepKind::MatMul { a, b, c, out } if f.packed(*b).is_some() => {
+            let (packs, slot) = f.packed(*b).expect("checked by the guard");
+            matmul_packed(packs, slot, (val(*a), val(*b), c.map(val), val(*out)), f);
         }
         StepKind::MatMul { a, b, c, out } => with_float_type!(val(*out).dtype, T => {
             let (va, vb, vo) = (val(*a), val(*b), val(*out));

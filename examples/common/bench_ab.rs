@@ -1,9 +1,13 @@
-//! The bench's A/B of the split programs' memory plans (issue 13): the LSTM, CNN and
-//! Transformer training steps with the arena planned again by pieces of values
-//! (`janus::set_replan(true)`, the default) and with the whole program's plan, alternated
-//! within one process. Each round recompiles (caches reset) and times its last steps, after
-//! the two-worker tuner has chosen; the rounds' median ratios are what to read, as this
-//! machine's speed drifts by more than the difference between the plans.
+//! The bench's A/Bs of compile-time switches (issue 13), on the LSTM, CNN and Transformer
+//! training steps, alternated within one process:
+//! - `--only replan`: split programs' arenas planned again by pieces of values
+//!   (`janus::set_replan(true)`, the default) against the whole program's plan;
+//! - `--only pack`: right factors shared by several products packed once per run
+//!   (`janus::set_pack(true)`, the default) against gemm for every product.
+//!
+//! Each round recompiles (caches reset) and times its last steps, after the two-worker tuner
+//! has chosen; the rounds' median ratios are what to read, as this machine's speed drifts by
+//! more than the difference between the settings.
 
 use super::{bench_models, cnn, lstm_lm, median::median, timed, transformer_lm};
 use janus::prelude::*;
@@ -11,20 +15,38 @@ use janus::prelude::*;
 /// One workload's step, called with the step's index.
 type Step<'a> = Box<dyn FnMut(usize) + 'a>;
 
+/// A switch compared: its name and its setter (`true`: the default, learner 0).
+#[derive(Clone, Copy)]
+pub struct Switch {
+    name: &'static str,
+    set: fn(bool),
+    /// The table's two setting columns.
+    on: &'static str,
+    off: &'static str,
+}
+
+/// Split programs' memory planned by pieces of values, or the whole program's plan.
+pub const REPLAN: Switch =
+    Switch { name: "Split programs' memory", set: janus::set_replan, on: "pieces", off: "whole plan" };
+
+/// Shared right factors packed once per run, or gemm for every product.
+pub const PACK: Switch =
+    Switch { name: "Shared right factors", set: janus::set_pack, on: "packed", off: "gemm" };
+
 /// Alternates `rounds` rounds of `warm` untimed and `timed_steps` timed calls of the step of
-/// learner 0 (pieces) and learner 1 (the whole program's plan), in turns first; prints the
-/// medians, the per-round ratios and the arenas' sizes (over every compiled graph, forward and
-/// backward, as `janus::stats()` reports them after the last round of each plan).
-fn alternate(name: &str, rounds: usize, warm: usize, timed_steps: usize, mut steps: [Step; 2]) {
+/// learner 0 (the switch on) and learner 1 (off), in turns first; prints the medians, the
+/// per-round ratios and the arenas' sizes (over every compiled graph, forward and backward, as
+/// `janus::stats()` reports them after the last round of each setting).
+fn alternate(sw: Switch, name: &str, rounds: usize, warm: usize, timed_steps: usize, mut steps: [Step; 2]) {
     let (mut all, mut ratios): ([Vec<f64>; 2], Vec<f64>) = Default::default();
     let mut arena_mb = [0.0; 2];
     let mut next = 0;
     for round in 0..rounds {
         let mut medians = [0.0; 2];
-        // Rounds alternate which plan runs first: the first of a round measured slower.
+        // Rounds alternate which setting runs first: the first of a round measured slower.
         for k in if round % 2 == 0 { [0, 1] } else { [1, 0] } {
             let step = &mut steps[k];
-            janus::set_replan(k == 0);
+            (sw.set)(k == 0);
             janus::reset_caches();
             let mut times = Vec::with_capacity(timed_steps);
             for i in 0..warm + timed_steps {
@@ -43,7 +65,7 @@ fn alternate(name: &str, rounds: usize, warm: usize, timed_steps: usize, mut ste
             ratios.push(medians[0] / medians[1]);
         }
     }
-    janus::set_replan(true);
+    (sw.set)(true);
     let faster = ratios.iter().filter(|&&r| r < 1.0).count();
     let n = ratios.len();
     let [mut a, mut b] = all;
@@ -71,13 +93,15 @@ fn adam_steps<M: Clone + 'static>(
     })
 }
 
-/// The A/B table for the three workloads (`quick`: a few rounds, a smoke run).
-pub fn replan_ab(quick: bool) {
+/// The A/B table of `sw` for the three workloads (`quick`: a few rounds, a smoke run).
+pub fn ab(sw: Switch, quick: bool) {
     let rounds = if quick { 2 } else { 12 };
-    println!("\nSplit programs' memory: planned by pieces of values (default) vs the whole program's plan,");
-    println!("alternated in one process ({rounds} rounds; the first not counted)\n");
+    let Switch { name, on, off, .. } = sw;
     println!(
-        "| step, ms | pieces | whole plan | per-round ratio, median | rounds faster with pieces | arenas, MB: pieces / whole |"
+        "\n{name}: {on} (default) vs {off}, alternated in one process ({rounds} rounds; the first not counted)\n"
+    );
+    println!(
+        "| step, ms | {on} | {off} | per-round ratio, median | rounds faster {on} | arenas, MB: {on} / {off} |"
     );
     println!("|---|---:|---:|---:|---:|---:|");
     janus::manual_seed(0);
@@ -92,17 +116,17 @@ pub fn replan_ab(quick: bool) {
             _ = lstm_lm::janus_sgd_step(m, xs, ys, 0.1);
         }) as Step
     });
-    alternate("LSTM LM (T=32, B=32, H=128)", rounds, 60, if quick { 5 } else { 30 }, steps);
+    alternate(sw, "LSTM LM (T=32, B=32, H=128)", rounds, 60, if quick { 5 } else { 30 }, steps);
     let cnn_steps = |m: &mut nn::Sequential, opt: &mut optim::Adam, (x, y): &(Tensor, Tensor)| {
         _ = cnn::train_step(m, opt, x, y);
     };
     let steps = adam_steps(cnn::model(), 1e-3, bench_models::cnn_batches(), cnn_steps);
-    alternate("CNN (batch 64)", rounds.min(8), 45, if quick { 3 } else { 15 }, steps);
+    alternate(sw, "CNN (batch 64)", rounds.min(8), 45, if quick { 3 } else { 15 }, steps);
     let lm_steps =
         |m: &mut transformer_lm::CharTransformer, opt: &mut optim::Adam, (x, y): &(Tensor, Tensor)| {
             _ = transformer_lm::train_step(m, opt, x, y);
         };
     let lm = transformer_lm::CharTransformer::refbench();
     let steps = adam_steps(lm, 3e-4, bench_models::transformer_batches(), lm_steps);
-    alternate("Transformer (32x64 tokens)", rounds.min(8), 45, if quick { 3 } else { 15 }, steps);
+    alternate(sw, "Transformer (32x64 tokens)", rounds.min(8), 45, if quick { 3 } else { 15 }, steps);
 }
