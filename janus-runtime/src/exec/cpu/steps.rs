@@ -27,8 +27,34 @@ pub(crate) fn bias_row(vc: &ValRef, n: usize) -> bool {
         && vc.strides.last().is_none_or(|&s| s == 1 || n == 1)
 }
 
+/// A product's result, prepared for its addend `vc`: `(dst, bias, accumulate)`. A bias row (one
+/// dense row of `n` values, the common case) is returned for the product's closing pass; any
+/// other addend is copied into the result (unless the plan put the result in the addend's place)
+/// for the product to accumulate onto.
+fn product_dst<'a, T: Element>(
+    vc: Option<&'a ValRef>,
+    vo: &'a ValRef,
+    n: usize,
+    f: &Frame<'a>,
+) -> (&'a mut [T], Option<&'a [T]>, bool) {
+    let in_place = vc.is_some_and(|c| c.buf == vo.buf && c.offset == vo.offset);
+    // SAFETY: the result is disjoint from the factors; an in-place addend is not read through
+    // any other reference (plan).
+    let dst = unsafe { f.dst::<T>(vo) };
+    match vc.filter(|_| !in_place) {
+        Some(vc) if bias_row(vc, n) => (dst, Some(&f.src::<T>(vc).data[..n]), false),
+        Some(vc) => {
+            let st = broadcast_strides(vc, &vo.shape);
+            let sc = f.src::<T>(vc);
+            copy(&vo.shape, Src::new(sc.data, &st, sc.offset), dst);
+            (dst, None, true)
+        }
+        None => (dst, None, in_place),
+    }
+}
+
 /// An `f32` product whose right factor the program packs (`packs.rs`): packed on this run's
-/// first use, then the packed kernel, with the addend as [`run_step`]'s other products take it.
+/// first use, then the packed kernel.
 fn matmul_packed<'a>(
     packs: &Packs,
     slot: usize,
@@ -37,31 +63,10 @@ fn matmul_packed<'a>(
 ) {
     let (m, n, k) = (vo.shape[0], vo.shape[1], va.shape[1]);
     let (sa, sb) = (f.src::<f32>(va), f.src::<f32>(vb));
-    let in_place = vc.is_some_and(|c| c.buf == vo.buf && c.offset == vo.offset);
-    // SAFETY: the result is disjoint from the factors; an in-place addend is not read through
-    // any other reference (plan).
-    let dst = unsafe { f.dst::<f32>(vo) };
-    let mut bias = None;
-    match vc.filter(|_| !in_place) {
-        Some(vc) if bias_row(vc, n) => bias = Some(&f.src::<f32>(vc).data[..n]),
-        Some(vc) => {
-            let st = broadcast_strides(vc, &vo.shape);
-            let sc = f.src::<f32>(vc);
-            copy(&vo.shape, Src::new(sc.data, &st, sc.offset), dst);
-        }
-        None => {}
-    }
+    let (dst, bias, accumulate) = product_dst::<f32>(vc, vo, n, f);
     let fill = |out: &mut Vec<f32>| packed::pack(k, n, sb.data, mat_layout(vb), out);
     packs.with(slot, fill, |p| {
-        packed::matmul_packed(
-            (m, n, k),
-            sa.data,
-            mat_layout(va),
-            p,
-            dst,
-            vc.is_some() && bias.is_none(),
-            bias,
-        )
+        packed::matmul_packed((m, n, k), sa.data, mat_layout(va), p, dst, accumulate, bias)
     });
 }
 
@@ -141,27 +146,12 @@ pub(crate) fn run_step<'a>(step: &Step, vals: &'a [Option<ValRef>], f: &Frame<'a
                 n: vo.shape[r - 1],
                 k: va.shape[va.shape.rank() - 1],
             };
-            let in_place = c.is_some_and(|c| val(c).buf == vo.buf && val(c).offset == vo.offset);
             let (sa, sb) = (f.src::<T>(va), f.src::<T>(vb));
-            // SAFETY: the result is disjoint from the factors; an in-place addend is not read
-            // through any other reference (plan).
-            let dst = unsafe { f.dst::<T>(vo) };
-            let n = dims.n;
-            match c.filter(|_| !in_place).map(val) {
-                // A bias row broadcast over every output row (the common case).
-                Some(vc) if bias_row(vc, n) => {
-                    // Added in the product's own closing pass over the result.
-                    let row = &f.src::<T>(vc).data[..n];
-                    matmul_bias(dims, sa.data, mat_layout(va), sb.data, mat_layout(vb), row, dst);
-                }
-                addend => {
-                    if let Some(vc) = addend {
-                        let st = broadcast_strides(vc, &vo.shape);
-                        let sc = f.src::<T>(vc);
-                        copy(&vo.shape, Src::new(sc.data, &st, sc.offset), dst);
-                    }
-                    matmul(dims, sa.data, mat_layout(va), sb.data, mat_layout(vb), dst, c.is_some());
-                }
+            let (la, lb) = (mat_layout(va), mat_layout(vb));
+            match product_dst::<T>(c.map(val), vo, dims.n, f) {
+                // Added in the product's own closing pass over the result.
+                (dst, Some(row), _) => matmul_bias(dims, sa.data, la, sb.data, lb, row, dst),
+                (dst, None, accumulate) => matmul(dims, sa.data, la, sb.data, lb, dst, accumulate),
             }
         }, _ => unreachable!("matmul runs on floats")),
         StepKind::Reduce { kind, x, dims, out } => with_float_type!(val(*x).dtype, T => {
