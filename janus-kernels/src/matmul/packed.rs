@@ -61,8 +61,12 @@ pub fn pack(k: usize, n: usize, rhs: &[f32], layout: MatLayout, out: &mut Vec<f3
     assert!(k > 0 && n > 0, "matmul_packed: pack of an empty [{k}, {n}] factor");
     let last = layout.offset + (k - 1) * layout.row_stride + (n - 1) * layout.col_stride;
     assert!(last < rhs.len(), "matmul_packed: the right factor's layout reaches outside it");
-    out.clear();
-    out.resize(packed_len(k, n), 0.0);
+    // A run packs the same factor into the same buffer: resized (zeroed) only when its length
+    // changes; the last panel's padding is written below.
+    if out.len() != packed_len(k, n) {
+        out.clear();
+        out.resize(packed_len(k, n), 0.0);
+    }
     let (rs, cs) = (layout.row_stride, layout.col_stride);
     for (q, panel) in out.chunks_exact_mut(PANEL * k).enumerate() {
         let j0 = q * PANEL;
@@ -72,13 +76,14 @@ pub fn pack(k: usize, n: usize, rhs: &[f32], layout: MatLayout, out: &mut Vec<f3
             for (p, row) in panel.chunks_exact_mut(PANEL).enumerate() {
                 let at = layout.offset + p * rs + j0;
                 row[..w].copy_from_slice(&rhs[at..at + w]);
+                row[w..].fill(0.0);
             }
         } else {
             // A transposed factor: walk each column down its contiguous run.
-            for c in 0..w {
+            for c in 0..PANEL {
                 let base = layout.offset + (j0 + c) * cs;
-                for p in 0..k {
-                    panel[p * PANEL + c] = rhs[base + p * rs];
+                for (p, row) in panel.chunks_exact_mut(PANEL).enumerate() {
+                    row[c] = if c < w { rhs[base + p * rs] } else { 0.0 };
                 }
             }
         }

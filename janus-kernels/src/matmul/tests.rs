@@ -258,7 +258,8 @@ fn packed_products_are_ordered_fma_sums_whatever_the_rows() {
                 MatLayout { offset: 2, ..MatLayout::row_major(n, k).transposed() },
             ),
         ] {
-            let mut packed = Vec::new();
+            // A reused buffer of the right length (as a run's): padding must be written anew.
+            let mut packed = vec![f32::NAN; packed_len(k, n)];
             pack(k, n, &b, bl, &mut packed);
             assert_eq!(packed.len(), packed_len(k, n));
             for (accumulate, with_bias) in [(false, false), (true, false), (false, true)] {

@@ -150,8 +150,9 @@ pub struct FragmentStats {
     pub staged_ops: u64,
     /// Tensor ops run inside replayed backward graphs (each run counts its derived graph's ops).
     pub staged_backward_ops: u64,
-    /// Bytes of the arenas of its compiled graphs' CPU runs, over its keys' forward graphs and
-    /// the backward graphs compiled so far (a snapshot, not a count).
+    /// Bytes of the arenas of its compiled graphs' CPU runs, packed right factors included
+    /// (`janus::set_pack`), over its keys' forward graphs and the backward graphs compiled so
+    /// far (a snapshot, not a count).
     pub arena_bytes: usize,
     /// Tensor ops the block's statements ran eagerly, by why they ran.
     pub eager_ops: BTreeMap<EagerKind, u64>,

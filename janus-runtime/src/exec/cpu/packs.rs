@@ -15,6 +15,9 @@ use janus_kernels::matmul::packed;
 use std::collections::HashMap;
 use std::sync::{PoisonError, RwLock};
 
+/// No slot: a node not read as a packed factor.
+const NONE: u32 = u32::MAX;
+
 /// What identifies a packed factor.
 #[derive(Clone, PartialEq, Eq, Hash)]
 enum Key {
@@ -24,15 +27,18 @@ enum Key {
     Stored(BufRef, usize, Strides, [usize; 2]),
 }
 
-/// The program's packed factors: per node read as a right factor, its slot.
+/// The program's packed factors.
 #[derive(Default)]
 pub(crate) struct PackPlan {
-    slot_of: HashMap<usize, usize>,
+    /// Per node of the run program, the slot of its packed form when products read it as a
+    /// packed right factor, else [`NONE`] (empty when nothing is packed): one index per
+    /// product step, no hashing on the executor's path.
+    slot_of: Vec<u32>,
     /// Elements of each slot's packed form.
     lens: Vec<usize>,
 }
 
-/// `(k, n)` of a product the packed kernel may run, with its right factor's key.
+/// The packed length and the key of the right factor of a product the packed kernel may run.
 fn eligible(l: &Lowered, kind: &StepKind) -> Option<(usize, Key)> {
     let StepKind::MatMul { a, b, out, .. } = kind else { return None };
     let val = |i: usize| l.vals[i].as_ref();
@@ -62,10 +68,10 @@ impl PackPlan {
         if !packed::available() {
             return PackPlan::default();
         }
-        let mut uses: HashMap<Key, (usize, usize)> = HashMap::new();
+        let mut uses: HashMap<Key, usize> = HashMap::new();
         for s in &whole.steps {
-            if let Some((len, key)) = eligible(whole, &s.kind) {
-                uses.entry(key).or_insert((len, 0)).1 += 1;
+            if let Some((_, key)) = eligible(whole, &s.kind) {
+                *uses.entry(key).or_default() += 1;
             }
         }
         let mut plan = PackPlan::default();
@@ -74,13 +80,14 @@ impl PackPlan {
             let (StepKind::MatMul { b, .. }, Some((len, key))) = (&s.kind, eligible(run, &s.kind)) else {
                 continue;
             };
-            if uses.get(&key).is_some_and(|&(_, n)| n >= 2) {
+            if uses.get(&key).is_some_and(|&n| n >= 2) {
                 let next = slots.len();
                 let slot = *slots.entry(key).or_insert_with(|| {
                     plan.lens.push(len);
                     next
                 });
-                plan.slot_of.insert(*b, slot);
+                plan.slot_of.resize(run.vals.len(), NONE);
+                plan.slot_of[*b] = slot as u32;
             }
         }
         plan
@@ -98,7 +105,7 @@ impl PackPlan {
 
     /// The slot of right factor `b`, if packed.
     pub(crate) fn slot(&self, b: usize) -> Option<usize> {
-        if self.slot_of.is_empty() { None } else { self.slot_of.get(&b).copied() }
+        self.slot_of.get(b).filter(|&&s| s != NONE).map(|&s| s as usize)
     }
 }
 

@@ -133,11 +133,12 @@ pub(crate) fn run_step<'a>(step: &Step, vals: &'a [Option<ValRef>], f: &Frame<'a
             }
         }, _ => unreachable!("fused programs run in a float type"))
         }
-        StepKind::MatMul { a, b, c, out } if f.packed(*b).is_some() => {
-            let (packs, slot) = f.packed(*b).expect("checked by the guard");
-            matmul_packed(packs, slot, (val(*a), val(*b), c.map(val), val(*out)), f);
-        }
-        StepKind::MatMul { a, b, c, out } => with_float_type!(val(*out).dtype, T => {
+        StepKind::MatMul { a, b, c, out } => {
+            if let Some((packs, slot)) = f.packed(*b) {
+                matmul_packed(packs, slot, (val(*a), val(*b), c.map(val), val(*out)), f);
+                return;
+            }
+            with_float_type!(val(*out).dtype, T => {
             let (va, vb, vo) = (val(*a), val(*b), val(*out));
             let r = vo.shape.rank();
             let dims = MatmulDims {
@@ -153,7 +154,8 @@ pub(crate) fn run_step<'a>(step: &Step, vals: &'a [Option<ValRef>], f: &Frame<'a
                 (dst, Some(row), _) => matmul_bias(dims, sa.data, la, sb.data, lb, row, dst),
                 (dst, None, accumulate) => matmul(dims, sa.data, la, sb.data, lb, dst, accumulate),
             }
-        }, _ => unreachable!("matmul runs on floats")),
+            }, _ => unreachable!("matmul runs on floats"))
+        }
         StepKind::Reduce { kind, x, dims, out } => with_float_type!(val(*x).dtype, T => {
             let src = f.dense::<T>(val(*x));
             // SAFETY: the result is disjoint from the operand (plan).
