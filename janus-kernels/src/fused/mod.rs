@@ -15,6 +15,7 @@ use std::cell::RefCell;
 
 mod elementwise;
 mod rows;
+mod tiny;
 pub use elementwise::{binary, unary};
 use elementwise::{bit, each_binary, each_binary_const, each_unary};
 pub use rows::Rows;
@@ -246,11 +247,15 @@ fn readers<'a, T: Copy>(shape: &[usize], inputs: &[Input<'a, T>]) -> SmallVec<[R
 }
 
 /// Runs `prog` over `shape`; `outputs[i]` receives register `prog.outputs[i]`.
-pub fn run<T: Scratch>(prog: &Program, shape: &[usize], inputs: &[Input<T>], outputs: Outputs<'_, T>) {
+pub fn run<T: Scratch>(prog: &Program, shape: &[usize], inputs: &[Input<T>], mut outputs: Outputs<'_, T>) {
     let n: usize = shape.iter().product();
     assert!(outputs.iter().all(|o| o.len() == n), "fused: output length mismatch");
     assert_eq!(outputs.len(), prog.outputs.len(), "fused: output count mismatch");
     if n == 0 {
+        return;
+    }
+    if tiny::fits(prog, n) {
+        tiny::run(prog, shape, n, inputs, &mut outputs);
         return;
     }
     let readers = readers(shape, inputs);

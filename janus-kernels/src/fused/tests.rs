@@ -306,3 +306,192 @@ fn strided_row_outputs_interleave_in_one_buffer() {
         assert_eq!(&row[cols + 1..], &d2[r * cols..(r + 1) * cols], "row {r}, second part");
     }
 }
+
+/// Random programs over at most [`tiny::MAX_POSITIONS`] positions: the stack machine
+/// (`tiny.rs`, what `run` takes for them) gives the tiled machine's bits for every function,
+/// for dense, offset, transposed, broadcast and bool inputs and float, bool, integer and
+/// strided-row outputs, in `f32` and `f64`.
+#[test]
+fn tiny_programs_give_the_tiled_machines_bits() {
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = move |m: usize| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        (seed >> 11) as usize % m
+    };
+    for case in 0..400 {
+        let shapes: [&[usize]; 7] = [&[1], &[1, 1], &[8], &[2, 3], &[3, 2], &[2, 1, 4], &[1, 5]];
+        let shape = shapes[next(shapes.len())];
+        let prog = random_program(&mut next);
+        if case % 2 == 0 {
+            tiny_against_tiled::<f32>(case, &prog, shape, &mut next);
+        } else {
+            tiny_against_tiled::<f64>(case, &prog, shape, &mut next);
+        }
+    }
+}
+
+/// Loads of three float inputs and one bool input, then up to 20 instructions, each writing a
+/// fresh register from earlier ones; three registers are the outputs.
+fn random_program(next: &mut impl FnMut(usize) -> usize) -> Program {
+    use crate::elementwise::{BinaryOp as B, CmpOp as C, UnaryOp as U};
+    const UNARY: [U; 27] = [
+        U::Neg,
+        U::Exp,
+        U::Log,
+        U::Sqrt,
+        U::Abs,
+        U::Tanh,
+        U::Sigmoid,
+        U::Relu,
+        U::Square,
+        U::Recip,
+        U::Sign,
+        U::Not,
+        U::Sin,
+        U::Cos,
+        U::Tan,
+        U::Exp2,
+        U::Log2,
+        U::Log1p,
+        U::Expm1,
+        U::Erf,
+        U::Gelu,
+        U::Silu,
+        U::Softplus,
+        U::Floor,
+        U::Ceil,
+        U::Round,
+        U::Rsqrt,
+    ];
+    const BINARY: [FBinary; 15] = [
+        FBinary::Op(B::Add),
+        FBinary::Op(B::Sub),
+        FBinary::Op(B::Mul),
+        FBinary::Op(B::Div),
+        FBinary::Op(B::Maximum),
+        FBinary::Op(B::Minimum),
+        FBinary::Op(B::And),
+        FBinary::Op(B::Or),
+        FBinary::Op(B::Atan2),
+        FBinary::Cmp(C::Gt),
+        FBinary::Cmp(C::Ge),
+        FBinary::Cmp(C::Lt),
+        FBinary::Cmp(C::Le),
+        FBinary::Cmp(C::Eq),
+        FBinary::Cmp(C::Ne),
+    ];
+    let mut instrs: Vec<Instr> = (0..4).map(|k| Instr::Load { dst: k, input: k }).collect();
+    for _ in 0..1 + next(20) {
+        let dst = instrs.len() as Reg;
+        let r = |next: &mut dyn FnMut(usize) -> usize| next(dst as usize) as Reg;
+        let c = [0.5f64, -2.0, 3.0, 0.0, 1e-3][next(5)].to_bits();
+        instrs.push(match next(6) {
+            0 => Instr::Unary { dst, f: FUnary::Op(UNARY[next(UNARY.len())]), a: r(next) },
+            1 => Instr::Unary {
+                dst,
+                f: [FUnary::Powf(c), FUnary::Clamp((-0.5f64).to_bits(), c), FUnary::Trunc, FUnary::NonZero]
+                    [next(4)],
+                a: r(next),
+            },
+            2 | 3 => Instr::Binary { dst, f: BINARY[next(BINARY.len())], a: r(next), b: r(next) },
+            4 => Instr::BinaryConst {
+                dst,
+                f: BINARY[next(BINARY.len())],
+                a: r(next),
+                c,
+                const_left: next(2) == 0,
+            },
+            _ => Instr::Select { dst, c: r(next), a: r(next), b: r(next) },
+        });
+    }
+    let last = instrs.len() as Reg - 1;
+    Program {
+        num_regs: last + 1,
+        outputs: vec![last, next(last as usize + 1) as Reg, next(last as usize + 1) as Reg],
+        instrs,
+    }
+}
+
+fn tiny_against_tiled<T: Scratch>(
+    case: usize,
+    prog: &Program,
+    shape: &[usize],
+    next: &mut impl FnMut(usize) -> usize,
+) {
+    let n: usize = shape.iter().product();
+    let rank = shape.len();
+    let dense = crate::strided::contiguous_strides(shape);
+    // Per input: its strides over `shape` and its offset into a buffer of 3 + 2n values.
+    let layout = |next: &mut dyn FnMut(usize) -> usize| -> (SmallVec<[usize; 4]>, usize) {
+        match next(4) {
+            0 => (dense.iter().copied().collect(), next(3)),
+            1 => (SmallVec::from_elem(0, rank), next(3)), // one value broadcast
+            2 => {
+                // Every dimension reversed in order (a transpose for rank 2).
+                let mut st: SmallVec<[usize; 4]> = SmallVec::from_elem(0, rank);
+                let mut acc = 1;
+                for d in 0..rank {
+                    st[d] = acc;
+                    acc *= shape[d];
+                }
+                (st, 2)
+            }
+            _ => {
+                // Broadcast along the first dimension.
+                let mut st: SmallVec<[usize; 4]> = dense.iter().copied().collect();
+                st[0] = 0;
+                (st, 1)
+            }
+        }
+    };
+    let specials = [0.0, -0.0, 1.0, -1.5, 2.5, 0.3, -7.0, 40.0, -90.0, 1e-3];
+    let data: Vec<Vec<T>> = (0..3)
+        .map(|_| (0..3 + 2 * n).map(|_| T::from_f64(specials[next(specials.len())])).collect())
+        .collect();
+    let bools: Vec<bool> = (0..3 + 2 * n).map(|_| next(2) == 0).collect();
+    let layouts: Vec<_> = (0..4).map(|_| layout(next)).collect();
+    let inputs: Vec<Input<T>> = (0..4)
+        .map(|k| {
+            let (st, off) = &layouts[k];
+            if k < 3 {
+                Input::Float(Src::new(&data[k], st, *off))
+            } else {
+                Input::Bool(Src::new(&bools, st, *off))
+            }
+        })
+        .collect();
+    let (mut f0, mut b, mut i) = (vec![T::ZERO; n], vec![false; n], vec![0i64; n]);
+    let (mut g0, mut c, mut j) = (vec![T::ZERO; n], vec![false; n], vec![0i64; n]);
+    let tiled: Outputs<T> =
+        smallvec::smallvec![Output::Float(&mut f0), Output::Bool(&mut b), Output::Int(&mut i)];
+    run_range(prog, &readers(shape, &inputs), 0, tiled);
+    assert!(tiny::fits(prog, n));
+    let mut small: Outputs<T> =
+        smallvec::smallvec![Output::Float(&mut g0), Output::Bool(&mut c), Output::Int(&mut j)];
+    tiny::run(prog, shape, n, &inputs, &mut small);
+    drop(small);
+    let same = |x: &[T], y: &[T]| {
+        x.iter()
+            .zip(y)
+            .all(|(a, b)| a.to_f64().to_bits() == b.to_f64().to_bits() || (a.is_nan() && b.is_nan()))
+    };
+    assert!(same(&f0, &g0), "case {case} {shape:?}: float output {f0:?} against {g0:?}\n{prog:?}");
+    assert_eq!(b, c, "case {case} {shape:?}: bool output\n{prog:?}");
+    assert_eq!(i, j, "case {case} {shape:?}: integer output\n{prog:?}");
+    // Strided rows (the last dimension's runs, one value apart in a wider buffer) hold the
+    // same values, and the gaps stay untouched.
+    let (rows, row) = (n / shape[rank - 1], shape[rank - 1]);
+    let mut wide = vec![T::from_f64(-9.0); rows * (row + 1)];
+    // SAFETY: `rows` rows of `row` values, `row + 1` apart, lie inside `wide`, which nothing
+    // else borrows while the output lives.
+    let mut out: Outputs<T> =
+        smallvec::smallvec![Output::Rows(unsafe { Rows::new(wide.as_mut_ptr(), rows, row, row + 1) })];
+    let one = Program { outputs: vec![prog.outputs[0]], ..prog.clone() };
+    tiny::run(&one, shape, n, &inputs, &mut out);
+    drop(out);
+    let got: Vec<T> = wide.chunks(row + 1).flat_map(|r| r[..row].to_vec()).collect();
+    assert!(same(&f0, &got), "case {case} {shape:?}: row output");
+    assert!(wide.chunks(row + 1).all(|r| r[row] == T::from_f64(-9.0)), "case {case}: gaps untouched");
+}
