@@ -52,6 +52,24 @@ impl CpuBuffer {
         }
     }
 
+    /// `n` zeros of `dtype`. Short buffers are allocated and then filled: `calloc`, which
+    /// `vec![0; n]` calls, costs about twice `malloc` for the few elements of a hit path's
+    /// outputs; long ones keep it (fresh pages come zeroed).
+    pub fn zeroed(dtype: DType, n: usize) -> Self {
+        fn short<T: Copy + Default>(n: usize) -> Vec<T> {
+            let mut v = Vec::with_capacity(n);
+            v.resize(n, T::default());
+            v
+        }
+        match dtype {
+            DType::F32 if n <= 64 => CpuBuffer::F32(short(n)),
+            DType::F64 if n <= 64 => CpuBuffer::F64(short(n)),
+            DType::I64 if n <= 64 => CpuBuffer::I64(short(n)),
+            DType::Bool if n <= 64 => CpuBuffer::Bool(short(n)),
+            _ => CpuBuffer::filled(dtype, n, 0.0),
+        }
+    }
+
     /// The elements as `&[T]`, or `None` if `T` is not this buffer's type.
     pub fn as_slice<T: Element>(&self) -> Option<&[T]> {
         T::view(self)

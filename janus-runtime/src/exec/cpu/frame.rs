@@ -211,5 +211,5 @@ fn assert_written(v: &ValRef) {
 
 /// A fresh zeroed buffer for an output.
 pub(crate) fn output_buffer(dtype: DType, len: usize) -> CpuBuffer {
-    CpuBuffer::filled(dtype, len, 0.0)
+    CpuBuffer::zeroed(dtype, len)
 }
