@@ -35,11 +35,11 @@ pub const PACK: Switch =
 
 /// Alternates `rounds` rounds of `warm` untimed and `timed_steps` timed calls of the step of
 /// learner 0 (the switch on) and learner 1 (off), in turns first; prints the medians, the
-/// per-round ratios and the arenas' sizes (over every compiled graph, forward and backward, as
-/// `janus::stats()` reports them after the last round of each setting).
+/// per-round ratios and the arenas' sizes and the packed factors' (over every compiled graph,
+/// forward and backward, as `janus::stats()` reports them after the last round of each setting).
 fn alternate(sw: Switch, name: &str, rounds: usize, warm: usize, timed_steps: usize, mut steps: [Step; 2]) {
     let (mut all, mut ratios): ([Vec<f64>; 2], Vec<f64>) = Default::default();
-    let mut arena_mb = [0.0; 2];
+    let (mut arena_mb, mut packed_mb) = ([0.0; 2], [0.0; 2]);
     let mut next = 0;
     for round in 0..rounds {
         let mut medians = [0.0; 2];
@@ -58,7 +58,9 @@ fn alternate(sw: Switch, name: &str, rounds: usize, warm: usize, timed_steps: us
             }
             all[k].extend(&times);
             medians[k] = median(&mut times);
-            arena_mb[k] = janus::stats().fragments.iter().map(|f| f.arena_bytes).sum::<usize>() as f64 / 1e6;
+            let stats = janus::stats();
+            arena_mb[k] = stats.fragments.iter().map(|f| f.arena_bytes).sum::<usize>() as f64 / 1e6;
+            packed_mb[k] = stats.fragments.iter().map(|f| f.packed_bytes).sum::<usize>() as f64 / 1e6;
         }
         // The first round also warms the allocator and the helper thread.
         if round > 0 {
@@ -70,12 +72,14 @@ fn alternate(sw: Switch, name: &str, rounds: usize, warm: usize, timed_steps: us
     let n = ratios.len();
     let [mut a, mut b] = all;
     println!(
-        "| {name} | {:.3} | {:.3} | {:.3} | {faster} of {n} | {:.2} / {:.2} |",
+        "| {name} | {:.3} | {:.3} | {:.3} | {faster} of {n} | {:.2} / {:.2} | {:.2} / {:.2} |",
         median(&mut a),
         median(&mut b),
         median(&mut ratios),
         arena_mb[0],
-        arena_mb[1]
+        arena_mb[1],
+        packed_mb[0],
+        packed_mb[1]
     );
 }
 
@@ -101,9 +105,9 @@ pub fn ab(sw: Switch, quick: bool) {
         "\n{name}: {on} (default) vs {off}, alternated in one process ({rounds} rounds; the first not counted)\n"
     );
     println!(
-        "| step, ms | {on} | {off} | per-round ratio, median | rounds faster {on} | arenas, MB: {on} / {off} |"
+        "| step, ms | {on} | {off} | per-round ratio, median | rounds faster {on} | arenas, MB: {on} / {off} | packed factors, MB: {on} / {off} |"
     );
-    println!("|---|---:|---:|---:|---:|---:|");
+    println!("|---|---:|---:|---:|---:|---:|---:|");
     janus::manual_seed(0);
     let data = lstm_lm::Batches::synthetic(16);
     let init = lstm_lm::LstmLm::new(lstm_lm::V, lstm_lm::H);

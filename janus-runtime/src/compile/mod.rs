@@ -246,11 +246,20 @@ impl Compiled {
         self.exec.memory_plan()
     }
 
-    /// Bytes of the arenas its CPU runs use, packed right factors included: the forward
-    /// executor's and those of the backward executors compiled so far (see
-    /// [`Executor::run_memory_plan`], [`Executor::packed_bytes`]).
+    /// Bytes of the arenas its CPU runs use: the forward executor's and those of the backward
+    /// executors compiled so far (see [`Executor::run_memory_plan`]).
     pub fn arena_bytes(&self) -> usize {
-        let bytes = |e: &Executor| e.run_memory_plan().planned_bytes + e.packed_bytes();
+        self.sum_executors(|e| e.run_memory_plan().planned_bytes)
+    }
+
+    /// Bytes of the packed copies of right factors its CPU runs keep next to their arenas
+    /// (see [`Executor::packed_bytes`]), over the same executors as [`Compiled::arena_bytes`].
+    pub fn packed_bytes(&self) -> usize {
+        self.sum_executors(Executor::packed_bytes)
+    }
+
+    /// `bytes` summed over the forward executor and the backward executors compiled so far.
+    fn sum_executors(&self, bytes: impl Fn(&Executor) -> usize) -> usize {
         let backward = self
             .grad
             .as_ref()

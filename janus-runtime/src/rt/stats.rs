@@ -150,10 +150,12 @@ pub struct FragmentStats {
     pub staged_ops: u64,
     /// Tensor ops run inside replayed backward graphs (each run counts its derived graph's ops).
     pub staged_backward_ops: u64,
-    /// Bytes of the arenas of its compiled graphs' CPU runs, packed right factors included
-    /// (`janus::set_pack`), over its keys' forward graphs and the backward graphs compiled so
-    /// far (a snapshot, not a count).
+    /// Bytes of the arenas of its compiled graphs' CPU runs, over its keys' forward graphs and
+    /// the backward graphs compiled so far (a snapshot, not a count).
     pub arena_bytes: usize,
+    /// Bytes of the packed copies of right factors (`janus::set_pack`) those runs keep next to
+    /// their arenas, over the same graphs (a snapshot).
+    pub packed_bytes: usize,
     /// Tensor ops the block's statements ran eagerly, by why they ran.
     pub eager_ops: BTreeMap<EagerKind, u64>,
     /// Of a whole-function fragment (`function#fn`), every key as of the snapshot, the most
@@ -241,6 +243,7 @@ impl FragmentStats {
             staged_ops: self.staged_ops.saturating_sub(earlier.staged_ops),
             staged_backward_ops: self.staged_backward_ops.saturating_sub(earlier.staged_backward_ops),
             arena_bytes: self.arena_bytes,
+            packed_bytes: self.packed_bytes,
             eager_ops: delta(&self.eager_ops, &earlier.eager_ops),
             dynamic_dims: self.dynamic_dims.clone(),
             keys: self.keys.clone(),

@@ -8,10 +8,11 @@ impl Fragment {
         let st = self.state();
         let c = &st.counters;
         let (mut variants, mut hits, mut checks, mut staged_ops) = (0, 0, 0, 0);
-        let (mut ops_per_replay, mut most, mut arena_bytes) = (0, 0, 0);
+        let (mut ops_per_replay, mut most, mut arena_bytes, mut packed_bytes) = (0, 0, 0, 0);
         for s in st.variants.read().unwrap().values().flatten().filter_map(|v| v.staged.get()) {
             variants += !s.invalid.load(Ordering::Relaxed) as usize;
             arena_bytes += s.compiled.arena_bytes();
+            packed_bytes += s.compiled.packed_bytes();
             let (h, c, own) = s.counted();
             if h >= most {
                 (ops_per_replay, most) = (s.compiled.recorded_ops(), h);
@@ -47,6 +48,7 @@ impl Fragment {
             staged_ops,
             staged_backward_ops: c.staged_backward_ops.load(Ordering::Relaxed),
             arena_bytes,
+            packed_bytes,
             eager_ops: (EagerKind::ALL.iter())
                 .map(|&k| (k, c.eager_ops(k).load(Ordering::Relaxed)))
                 .filter(|&(_, n)| n > 0)
