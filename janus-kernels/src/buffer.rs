@@ -61,12 +61,14 @@ impl CpuBuffer {
             v.resize(n, T::default());
             v
         }
+        if n > 64 {
+            return CpuBuffer::filled(dtype, n, 0.0);
+        }
         match dtype {
-            DType::F32 if n <= 64 => CpuBuffer::F32(short(n)),
-            DType::F64 if n <= 64 => CpuBuffer::F64(short(n)),
-            DType::I64 if n <= 64 => CpuBuffer::I64(short(n)),
-            DType::Bool if n <= 64 => CpuBuffer::Bool(short(n)),
-            _ => CpuBuffer::filled(dtype, n, 0.0),
+            DType::F32 => CpuBuffer::F32(short(n)),
+            DType::F64 => CpuBuffer::F64(short(n)),
+            DType::I64 => CpuBuffer::I64(short(n)),
+            DType::Bool => CpuBuffer::Bool(short(n)),
         }
     }
 

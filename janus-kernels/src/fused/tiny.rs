@@ -95,6 +95,7 @@ pub(super) fn run<T: Float>(
 /// `out[k] = f(src at output position k)` for the first `out.len()` positions of `shape`.
 #[inline]
 fn gather<S: Copy, T>(shape: &[usize], src: &Src<S>, out: &mut [T], f: impl Fn(S) -> T) {
+    debug_assert_eq!(shape.len(), src.strides.len(), "fused: one stride per dimension");
     for (k, o) in out.iter_mut().enumerate() {
         // Position `k`'s index, last dimension fastest, through the operand's strides.
         let (mut rest, mut at) = (k, src.offset);

@@ -487,7 +487,7 @@ mod tests {
             let g = trace(&inputs, |x| program(x, &choices));
             let (g, _) = crate::passes::optimize(g);
             let l = lower(&g);
-            // Packing on whatever `config::pack` says for this CPU (where it has the kernel).
+            // Packing forced on, whatever `config::pack` says (where the CPU has the kernel).
             let plan = CpuPlan::with_options(&l, Some(0), true);
             let s = plan.split.as_ref().unwrap_or(&l);
             validate(s);
