@@ -204,20 +204,23 @@ impl CpuPlan {
         };
         // A plan without intermediates that runs on this thread needs no pooled state: its
         // empty arenas and scratch allocate nothing (the hit path of small blocks).
+        // (Neither two-worker scratch nor packed copies are built for it: their construction
+        // and drop cost ~60 instructions per replay, callgrind.)
         let stateless = l.plan.arena_len == [0; 4] && !self.schedule.parallel && self.packs.is_empty();
-        let mut local = None;
+        let mut no_arenas = Arenas::empty();
         let mut pooled = None;
         let (arenas, scratch, packed) = if stateless {
-            &mut *local.insert((Arenas::empty(), schedule::Scratch::default(), packs::Packs::default()))
+            (&mut no_arenas, None, &packs::Packs::EMPTY)
         } else {
             let run = self.pool.take().unwrap_or_else(|| {
                 Box::new((Arenas::new(l.plan.arena_len), Default::default(), Default::default()))
             });
-            &mut **pooled.insert(run)
+            let (arenas, scratch, packed) = &mut **pooled.insert(run);
+            if !self.packs.is_empty() {
+                packed.reset(&self.packs);
+            }
+            (arenas, Some(scratch), &*packed)
         };
-        if !self.packs.is_empty() {
-            packed.reset(&self.packs);
-        }
         let mut outs: SmallVec<[Arc<janus_kernels::CpuBuffer>; 4]> = SmallVec::new();
         for &(d, n) in &l.output_bufs {
             outs.push(Arc::new(output_buffer(d, n)));
@@ -232,6 +235,7 @@ impl CpuPlan {
             let t0 = tuning.then(std::time::Instant::now);
             let timeline = two_workers.then(profile::Timeline::sample).flatten();
             if two_workers {
+                let scratch = scratch.expect("a two-worker schedule runs with pooled state");
                 schedule::run_parallel(&self.schedule, scratch, &|s| match &timeline {
                     Some(tl) => tl.time(s, || steps::run_step(&steps[s], vals, &frame)),
                     None => steps::run_step(&steps[s], vals, &frame),

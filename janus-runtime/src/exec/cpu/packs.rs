@@ -114,6 +114,9 @@ impl PackPlan {
 pub(crate) struct Packs(Vec<RwLock<(bool, Vec<f32>)>>);
 
 impl Packs {
+    /// No packed copies: what a run of a program that packs nothing reads.
+    pub(crate) const EMPTY: Packs = Packs(Vec::new());
+
     /// Ready for a new run of a program with `plan`: every slot to be packed again.
     pub(crate) fn reset(&mut self, plan: &PackPlan) {
         self.0.resize_with(plan.lens.len(), Default::default);
