@@ -202,10 +202,9 @@ impl CpuPlan {
                 inputs.iter().map(|t| if t.is_contiguous() { t.clone() } else { dense_input(t) }).collect();
             &copied
         };
-        // A plan without intermediates that runs on this thread needs no pooled state: its
-        // empty arenas and scratch allocate nothing (the hit path of small blocks).
-        // (Neither two-worker scratch nor packed copies are built for it: their construction
-        // and drop cost ~60 instructions per replay, callgrind.)
+        // A plan without intermediates that runs on this thread needs no pooled state: empty
+        // arenas, no two-worker scratch, no packed copies (the hit path of small blocks, where
+        // building and dropping that scratch cost ~50 instructions per replay, callgrind).
         let stateless = l.plan.arena_len == [0; 4] && !self.schedule.parallel && self.packs.is_empty();
         let mut no_arenas = Arenas::empty();
         let mut pooled = None;
