@@ -205,7 +205,10 @@ impl CpuPlan {
         // A plan without intermediates that runs on this thread needs no pooled state: empty
         // arenas, no two-worker scratch, no packed copies (the hit path of small blocks, where
         // building and dropping that scratch cost ~50 instructions per replay, callgrind).
-        let stateless = l.plan.arena_len == [0; 4] && !self.schedule.parallel && self.packs.is_empty();
+        let stateless = l.plan.arena_len == [0; 4]
+            && !self.schedule.parallel
+            && force != Some(true)
+            && self.packs.is_empty();
         let mut no_arenas = Arenas::empty();
         let mut pooled = None;
         let (arenas, scratch, packed) = if stateless {
