@@ -41,11 +41,6 @@ fn max_diff<M: Module>(a: &M, b: &M) -> (String, f32) {
     worst
 }
 
-/// Whether new tensors live on the CPU (the tests may run on a GPU, `JANUS_DEVICE`).
-fn init_device_is_cpu() -> bool {
-    Tensor::zeros([1]).device() == Device::Cpu
-}
-
 fn fn_stats(d: &janus::Stats, name: &str) -> janus::rt::FragmentStats {
     let name = format!("{name}#fn");
     d.fragments.iter().find(|f| f.name == name).cloned().unwrap_or_else(|| panic!("{}", janus::explain()))
@@ -98,9 +93,9 @@ fn the_flagship_adam_step_is_one_graph_and_equals_eager_over_50_steps() {
     assert!(whole.ops_per_replay > 0);
     assert!(whole.staged_ops > 0 || janus::mode() == Mode::Check, "{}", janus::explain());
     // Its arenas, and the packed copies of the weights its 32 time steps share where CPU runs
-    // pack them (`janus::pack()`), counted apart.
+    // pack them (`janus::pack()`), counted apart. (This test's tensors are all on the CPU.)
     assert!(whole.arena_bytes > 0, "{whole:?}");
-    let packs = janus::pack() && janus_kernels::matmul::packed::available() && init_device_is_cpu();
+    let packs = janus::pack() && janus_kernels::matmul::packed::available();
     assert_eq!(whole.packed_bytes > 0, packs, "packed bytes {} (packing {packs})", whole.packed_bytes);
     // Per key: one graph, no asserts (the trip count comes from the key), its path the time
     // loop's 32 trips. (The first call's key, with Adam's state not yet created, ran once.)

@@ -202,16 +202,17 @@ impl CpuPlan {
                 inputs.iter().map(|t| if t.is_contiguous() { t.clone() } else { dense_input(t) }).collect();
             &copied
         };
-        // A plan without intermediates that runs on this thread needs no pooled state: empty
-        // arenas, no two-worker scratch, no packed copies (the hit path of small blocks, where
-        // building and dropping that scratch cost ~50 instructions per replay, callgrind).
-        let stateless = l.plan.arena_len == [0; 4]
-            && !self.schedule.parallel
-            && force != Some(true)
-            && self.packs.is_empty();
-        let mut no_arenas = Arenas::empty();
+        // Timed for the tuner only when it chooses; `force` (tests) bypasses it.
+        let tuning = force.is_none() && self.schedule.parallel && self.parallel_allowed();
+        let two_workers = force.unwrap_or(tuning && self.tuner.wants_parallel());
+        // A run without intermediates on this thread needs no pooled state: empty arenas, no
+        // two-worker scratch, no packed copies (the hit path of small blocks, where building
+        // and dropping that scratch cost ~50 instructions per replay, callgrind).
+        let stateless = l.plan.arena_len == [0; 4] && !two_workers && self.packs.is_empty();
+        let mut no_arenas;
         let mut pooled = None;
         let (arenas, scratch, packed) = if stateless {
+            no_arenas = Arenas::empty();
             (&mut no_arenas, None, &packs::Packs::EMPTY)
         } else {
             let run = self.pool.take().unwrap_or_else(|| {
@@ -231,13 +232,10 @@ impl CpuPlan {
         {
             let frame = Frame::new(dense, &l.consts, &memos, arenas, &mut outs, (&self.packs, packed));
             let (steps, vals) = (&l.steps, &l.vals);
-            // Timed for the tuner only when it chooses; `force` (tests) bypasses it.
-            let tuning = force.is_none() && self.schedule.parallel && self.parallel_allowed();
-            let two_workers = force.unwrap_or(tuning && self.tuner.wants_parallel());
             let t0 = tuning.then(std::time::Instant::now);
             let timeline = two_workers.then(profile::Timeline::sample).flatten();
             if two_workers {
-                let scratch = scratch.expect("a two-worker schedule runs with pooled state");
+                let scratch = scratch.expect("two-worker runs take pooled state");
                 schedule::run_parallel(&self.schedule, scratch, &|s| match &timeline {
                     Some(tl) => tl.time(s, || steps::run_step(&steps[s], vals, &frame)),
                     None => steps::run_step(&steps[s], vals, &frame),
