@@ -88,7 +88,51 @@ fn coalesce<const N: usize>(shape: &[usize], strides: [&[usize]; N]) -> Plan<N> 
 
 /// Calls `seg(out_start, len, src_starts)` for each run of output elements in `range` that lies
 /// within one innermost row; along a run operand `o` advances by its innermost stride.
+/// Always inlined, so that a caller's SIMD trampoline around the walk compiles `seg` with its
+/// target features (a call would compile it without them).
+#[inline(always)]
 fn walk<const N: usize>(
+    plan: &Plan<N>,
+    offsets: [usize; N],
+    range: Range<usize>,
+    seg: impl FnMut(usize, usize, [usize; N]),
+) {
+    if plan.shape.len() <= 2 {
+        walk_rows(plan, offsets, range, seg)
+    } else {
+        walk_nd(plan, offsets, range, seg)
+    }
+}
+
+/// [`walk`] over at most two dimensions (most coalesced operands), with no multi-index to
+/// carry and no division per run: a sum over `[500, 2]` walks 500 runs of 2.
+#[inline(always)]
+fn walk_rows<const N: usize>(
+    plan: &Plan<N>,
+    offsets: [usize; N],
+    range: Range<usize>,
+    mut seg: impl FnMut(usize, usize, [usize; N]),
+) {
+    let rank = plan.shape.len();
+    let inner = plan.shape[rank - 1];
+    if range.is_empty() {
+        return;
+    }
+    let at = |o: usize, row: usize, col: usize| {
+        let outer = if rank == 2 { row * plan.strides[o][0] } else { 0 };
+        offsets[o] + outer + col * plan.strides[o][rank - 1]
+    };
+    let (mut pos, mut row, mut col) = (range.start, range.start / inner, range.start % inner);
+    while pos < range.end {
+        let len = (inner - col).min(range.end - pos);
+        seg(pos, len, std::array::from_fn(|o| at(o, row, col)));
+        (pos, row, col) = (pos + len, row + 1, 0);
+    }
+}
+
+/// [`walk`] over any number of dimensions, carrying the multi-index of the current row.
+#[inline(always)]
+fn walk_nd<const N: usize>(
     plan: &Plan<N>,
     offsets: [usize; N],
     range: Range<usize>,
@@ -342,19 +386,23 @@ pub fn sum_dims<T: crate::dtype::Float>(shape: &[usize], src: Src<T>, reduce: &[
     }
     let plan = coalesce(shape, [src.strides, &out_strides]);
     let (ss, so) = (*plan.strides[0].last().unwrap(), *plan.strides[1].last().unwrap());
+    // One SIMD dispatch per part, not per run: a sum over many short rows (a `[500, 2]` bias
+    // gradient's 500 runs of 2) paid the dispatch for every run.
     let part = |range: Range<usize>, acc: &mut [T]| {
-        walk(&plan, [src.offset, 0], range, |_, len, [ps, po]| {
-            let x = &src.data[ps..];
-            with_best_simd(
-                #[inline(always)]
-                || match (ss, so) {
-                    (1, 0) => acc[po] += crate::reduce::row_sum(&x[..len]),
-                    (_, 0) => acc[po] += (0..len).fold(T::ZERO, |a, i| a + x[i * ss]),
-                    (1, 1) => acc[po..po + len].iter_mut().zip(&x[..len]).for_each(|(a, &v)| *a += v),
-                    _ => (0..len).for_each(|i| acc[po + i * so] += x[i * ss]),
-                },
-            )
-        });
+        with_best_simd(
+            #[inline(always)]
+            || {
+                walk(&plan, [src.offset, 0], range, |_, len, [ps, po]| {
+                    let x = &src.data[ps..];
+                    match (ss, so) {
+                        (1, 0) => acc[po] += crate::reduce::row_sum(&x[..len]),
+                        (_, 0) => acc[po] += (0..len).fold(T::ZERO, |a, i| a + x[i * ss]),
+                        (1, 1) => acc[po..po + len].iter_mut().zip(&x[..len]).for_each(|(a, &v)| *a += v),
+                        _ => (0..len).for_each(|i| acc[po + i * so] += x[i * ss]),
+                    }
+                })
+            },
+        )
     };
     let (parts, chunk) = SumPlan::parts(total, reduce.first().is_some_and(|r| !r).then(|| shape[0]));
     if parts == 1 {
@@ -505,25 +553,28 @@ impl SumPlan {
         state: &mut RowSum<T>,
     ) {
         let (s, row) = (self.inner, self.row);
-        walk(&self.plan, [0], start..start + vals.len(), |o, len, [p]| {
-            let v = &vals[o - start..o - start + len];
-            with_best_simd(
-                #[inline(always)]
-                || match s {
-                    0 => {
-                        // The run `sum_dims` sums at once: this row, clipped to the part.
-                        let begin = (o - o % row).max(part.start);
-                        let end = (o - o % row + row).min(part.end);
-                        state.feed(o - begin, end - begin, v);
-                        if o + len == end {
-                            acc[p] += state.finish();
+        // One SIMD dispatch per tile, not per run (see `sum_dims`).
+        with_best_simd(
+            #[inline(always)]
+            || {
+                walk(&self.plan, [0], start..start + vals.len(), |o, len, [p]| {
+                    let v = &vals[o - start..o - start + len];
+                    match s {
+                        0 => {
+                            // The run `sum_dims` sums at once: this row, clipped to the part.
+                            let begin = (o - o % row).max(part.start);
+                            let end = (o - o % row + row).min(part.end);
+                            state.feed(o - begin, end - begin, v);
+                            if o + len == end {
+                                acc[p] += state.finish();
+                            }
                         }
+                        1 => acc[p..p + len].iter_mut().zip(v).for_each(|(a, &x)| *a += x),
+                        _ => v.iter().enumerate().for_each(|(i, &x)| acc[p + i * s] += x),
                     }
-                    1 => acc[p..p + len].iter_mut().zip(v).for_each(|(a, &x)| *a += x),
-                    _ => v.iter().enumerate().for_each(|(i, &x)| acc[p + i * s] += x),
-                },
-            )
-        });
+                })
+            },
+        );
     }
 }
 
@@ -676,6 +727,34 @@ mod tests {
             for i in 0..rows {
                 for j in 0..cols {
                     assert_eq!(out[i * cols + j], data[7 + i + j * stride], "[{rows}, {cols}] at ({i}, {j})");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn row_walks_visit_the_runs_of_the_general_walk() {
+        // Every plan of one or two dimensions (after coalescing), with two operands of their
+        // own strides and offsets, over ranges that start and end inside rows.
+        let runs = |f: &dyn Fn(&mut dyn FnMut(usize, usize, [usize; 2]))| {
+            let mut v = Vec::new();
+            f(&mut |p, l, s| v.push((p, l, s)));
+            v
+        };
+        for (shape, a, b) in [
+            (vec![7], vec![3], vec![1]),
+            (vec![5, 3], vec![3, 1], vec![0, 1]),
+            (vec![4, 6], vec![1, 4], vec![6, 0]),
+            (vec![3, 1, 5], vec![5, 5, 1], vec![10, 0, 2]),
+        ] {
+            let plan = coalesce(&shape, [&a, &b]);
+            assert!(plan.shape.len() <= 2, "{shape:?} coalesced to {:?}", plan.shape);
+            let total: usize = shape.iter().product();
+            for start in 0..total {
+                for end in start..=total {
+                    let fast = runs(&|seg| walk_rows(&plan, [2, 9], start..end, seg));
+                    let general = runs(&|seg| walk_nd(&plan, [2, 9], start..end, seg));
+                    assert_eq!(fast, general, "{shape:?} {start}..{end}");
                 }
             }
         }
