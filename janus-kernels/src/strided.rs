@@ -736,7 +736,8 @@ mod tests {
     fn row_walks_visit_the_runs_of_the_general_walk() {
         // Every plan of one or two dimensions (after coalescing), with two operands of their
         // own strides and offsets, over ranges that start and end inside rows.
-        let runs = |f: &dyn Fn(&mut dyn FnMut(usize, usize, [usize; 2]))| {
+        type Seg<'a> = &'a mut dyn FnMut(usize, usize, [usize; 2]);
+        let runs = |f: &dyn Fn(Seg)| {
             let mut v = Vec::new();
             f(&mut |p, l, s| v.push((p, l, s)));
             v
