@@ -33,6 +33,8 @@ mod bench_costs;
 mod bench_cuda;
 #[path = "common/bench_dims.rs"]
 mod bench_dims;
+#[path = "common/bench_fused.rs"]
+mod bench_fused;
 #[path = "common/bench_models.rs"]
 mod bench_models;
 #[path = "common/cartpole.rs"]
@@ -397,6 +399,8 @@ enum Workload {
     Replan,
     /// Shared right factors packed once per run against gemm for every product.
     Pack,
+    /// The fused-program interpreter against one compiled loop over the same functions.
+    Fused,
 }
 
 fn main() {
@@ -417,8 +421,13 @@ fn main() {
                 | Workload::Stream
                 | Workload::Replan
                 | Workload::Pack
+                | Workload::Fused
         ),
     };
+    if run(Workload::Fused) {
+        bench_fused::fused_cost(quick);
+        return;
+    }
     if run(Workload::Replan) {
         bench_ab::ab(bench_ab::REPLAN, quick);
         return;

@@ -295,7 +295,7 @@ fn run_range<'a, T: Scratch>(
 ) {
     let n = outputs.first().map_or(0, |o| o.len());
     // Short runs copy out as before: finding the in-place writers costs more than the copy.
-    let direct = if n >= DIRECT_MIN { direct_outputs(prog, &outputs, &[]) } else { Direct::new() };
+    let direct = if n >= DIRECT_MIN { direct_outputs(prog, &outputs, &[]) } else { Direct::default() };
     with_frame(prog, readers, n, |frame| {
         let mut done = 0;
         while done < n {
@@ -433,10 +433,32 @@ fn with_frame<'a, T: Scratch, R>(
 /// output's positions instead (a view, see `run_tile`). Computing into the register and copying
 /// it out cost a pass over every tile (7.9% of CartPole's update, perf); the LSTM cell's
 /// forward program stored 6 of its 7 outputs that way, each read again by a later instruction.
-type Direct = SmallVec<[(usize, usize); 4]>;
+#[derive(Default)]
+struct Direct {
+    /// `(instruction, output)` pairs.
+    pairs: SmallVec<[(usize, usize); 4]>,
+    /// Per instruction, the output it writes in place, or [`Direct::NONE`] (empty when no
+    /// instruction does): one lookup per instruction and tile instead of a search.
+    by_instr: SmallVec<[u16; 48]>,
+}
+
+impl Direct {
+    const NONE: u16 = u16::MAX;
+
+    /// The output instruction `idx` writes in place, if any.
+    #[inline(always)]
+    fn output_of(&self, idx: usize) -> Option<usize> {
+        self.by_instr.get(idx).filter(|&&k| k != Self::NONE).map(|&k| k as usize)
+    }
+
+    /// Whether output `k` is written in place (so not copied out).
+    fn writes(&self, k: usize) -> bool {
+        self.pairs.iter().any(|&(_, out)| out == k)
+    }
+}
 
 fn direct_outputs<T>(prog: &Program, outputs: &Outputs<T>, summed: &[Reg]) -> Direct {
-    let mut direct = Direct::new();
+    let mut direct = Direct::default();
     for (k, (o, &r)) in outputs.iter().zip(&prog.outputs).enumerate() {
         let shared = prog.outputs.iter().filter(|&&q| q == r).count() > 1;
         if !matches!(o, Output::Float(_)) || shared || summed.contains(&r) {
@@ -444,7 +466,13 @@ fn direct_outputs<T>(prog: &Program, outputs: &Outputs<T>, summed: &[Reg]) -> Di
         }
         let Some(last) = prog.instrs.iter().rposition(|i| i.dst() == r) else { continue };
         if !matches!(prog.instrs[last], Instr::Load { .. }) {
-            direct.push((last, k));
+            direct.pairs.push((last, k));
+        }
+    }
+    if !direct.pairs.is_empty() {
+        direct.by_instr = SmallVec::from_elem(Direct::NONE, prog.instrs.len());
+        for &(i, k) in &direct.pairs {
+            direct.by_instr[i] = u16::try_from(k).expect("fused: at most 65535 outputs");
         }
     }
     direct
@@ -461,7 +489,7 @@ fn store<T: Float>(
     len: usize,
 ) {
     for (k, (o, &r)) in outputs.iter_mut().zip(&prog.outputs).enumerate() {
-        if direct.iter().any(|&(_, out)| out == k) {
+        if direct.writes(k) {
             continue;
         }
         let src = frame.reg(r, len);
@@ -586,7 +614,8 @@ fn sum_part<'a, T: Scratch>(
 ) {
     let mut states: SmallVec<[RowSum<T>; 2]> = SmallVec::from_elem(RowSum::default(), plans.len());
     let summed: SmallVec<[Reg; 2]> = plans.iter().map(|p| p.0).collect();
-    let direct = if part.len() >= DIRECT_MIN { direct_outputs(prog, &outs, &summed) } else { Direct::new() };
+    let direct =
+        if part.len() >= DIRECT_MIN { direct_outputs(prog, &outs, &summed) } else { Direct::default() };
     with_frame(prog, readers, part.len(), |frame| {
         let mut done = part.start;
         while done < part.end {
@@ -615,7 +644,10 @@ fn split<T>(regs: &mut [T], len: usize, dst: Reg, ops: [Reg; 3]) -> (&mut [T], [
 }
 
 /// Runs one tile's instructions: positions `start..start + len` of the inputs. Instructions in
-/// `direct` write positions `at..at + len` of their output instead of a register.
+/// `direct` write positions `at..at + len` of their output instead of a register. The whole
+/// tile runs under one SIMD trampoline, not one per instruction: a pass over a tile is a few
+/// dozen vector operations, and the per-instruction call and feature check were a fifth of
+/// the LSTM backward cell's time (perf).
 fn run_tile<'s, 'a: 's, T: Scratch>(
     prog: &Program,
     readers: &[Reader<'a, T>],
@@ -624,80 +656,92 @@ fn run_tile<'s, 'a: 's, T: Scratch>(
     len: usize,
     (outputs, direct, at): (&mut Outputs<T>, &Direct, usize),
 ) {
-    for (idx, ins) in prog.instrs.iter().enumerate() {
-        let into = direct.iter().find(|d| d.0 == idx).map(|&(_, k)| match &mut outputs[k] {
-            Output::Float(o) => &mut o[at..at + len],
-            _ => unreachable!("only float outputs are written in place"),
-        });
-        let written = into.as_ref().map(|o| (o.as_ptr(), o.len()));
-        match *ins {
-            Instr::Load { dst, input } => {
-                let source = frame.sources.get(input as usize).copied().unwrap_or(Source::Copy);
-                let view = match (source, &readers[input as usize]) {
-                    (Source::Dense, Reader::Float(r)) => r.dense(start..start + len),
-                    (Source::Fill(k), _) => {
-                        let fills: &'s [T] = frame.fills;
-                        Some(&fills[k * frame.fill_len..][..len])
-                    }
-                    _ => None,
-                };
-                if let Some(slot) = frame.views.get_mut(dst as usize) {
-                    *slot = view;
+    with_best_simd(
+        #[inline(always)]
+        || {
+            for (idx, ins) in prog.instrs.iter().enumerate() {
+                run_instr(
+                    ins,
+                    readers,
+                    frame,
+                    start,
+                    len,
+                    direct.output_of(idx).map(|k| (&mut outputs[k], at)),
+                );
+            }
+        },
+    )
+}
+
+/// One instruction over one tile; `into`: the output (and its first position) it writes in
+/// place.
+#[inline(always)]
+fn run_instr<'s, 'a: 's, T: Scratch>(
+    ins: &Instr,
+    readers: &[Reader<'a, T>],
+    frame: &mut Frame<'s, 'a, T>,
+    start: usize,
+    len: usize,
+    into: Option<(&mut Output<T>, usize)>,
+) {
+    let into = into.map(|(o, at)| match o {
+        Output::Float(o) => &mut o[at..at + len],
+        _ => unreachable!("only float outputs are written in place"),
+    });
+    let written = into.as_ref().map(|o| (o.as_ptr(), o.len()));
+    match *ins {
+        Instr::Load { dst, input } => {
+            let source = frame.sources.get(input as usize).copied().unwrap_or(Source::Copy);
+            let view = match (source, &readers[input as usize]) {
+                (Source::Dense, Reader::Float(r)) => r.dense(start..start + len),
+                (Source::Fill(k), _) => {
+                    let fills: &'s [T] = frame.fills;
+                    Some(&fills[k * frame.fill_len..][..len])
                 }
-                if view.is_none() {
-                    let out = &mut frame.regs[dst as usize * TILE..dst as usize * TILE + len];
-                    match &readers[input as usize] {
-                        Reader::Float(r) => r.read(start, out, |x| x),
-                        Reader::Bool(r) => r.read(start, out, bit::<T>),
-                    }
+                _ => None,
+            };
+            if let Some(slot) = frame.views.get_mut(dst as usize) {
+                *slot = view;
+            }
+            if view.is_none() {
+                let out = &mut frame.regs[dst as usize * TILE..dst as usize * TILE + len];
+                match &readers[input as usize] {
+                    Reader::Float(r) => r.read(start, out, |x| x),
+                    Reader::Bool(r) => r.read(start, out, bit::<T>),
                 }
-            }
-            Instr::Unary { dst, f, a } => {
-                let (out, [x, _, _]) = frame.operands_into(len, dst, [a, a, a], into);
-                with_best_simd(
-                    #[inline(always)]
-                    || each_unary(f, out, x),
-                );
-            }
-            Instr::Binary { dst, f, a, b } => {
-                let (out, [x, y, _]) = frame.operands_into(len, dst, [a, b, a], into);
-                with_best_simd(
-                    #[inline(always)]
-                    || each_binary(f, out, x, y),
-                );
-            }
-            Instr::BinaryConst { dst, f, a, c, const_left } => {
-                let (out, [x, _, _]) = frame.operands_into(len, dst, [a, a, a], into);
-                let c = T::from_f64(f64::from_bits(c));
-                with_best_simd(
-                    #[inline(always)]
-                    || each_binary_const(f, out, x, c, const_left),
-                );
-            }
-            Instr::Select { dst, c, a, b } => {
-                let (out, [k, x, y]) = frame.operands_into(len, dst, [c, a, b], into);
-                with_best_simd(
-                    #[inline(always)]
-                    || {
-                        // Zipped, not indexed: no bounds checks, so the loop vectorises into
-                        // compare-and-blend instead of a branch per element.
-                        for (((o, &k), &a), &b) in out.iter_mut().zip(k).zip(x).zip(y) {
-                            *o = if k != T::ZERO { a } else { b };
-                        }
-                    },
-                );
             }
         }
-        if let Some((ptr, n)) = written {
-            // Later readers of the register read the positions just written to the output.
-            // SAFETY: `ptr..ptr + n` are this tile's positions of output `k`, which outlives
-            // the frame (the outputs are borrowed for the whole run); no `&mut` to them is
-            // made again before the register's next write, which replaces this view (the next
-            // tile's first write of the register, as every read follows a write in program
-            // order): `store` skips direct outputs, and other outputs are disjoint slices.
-            let view: &'s [T] = unsafe { std::slice::from_raw_parts(ptr, n) };
-            frame.views[ins.dst() as usize] = Some(view);
+        Instr::Unary { dst, f, a } => {
+            let (out, [x, _, _]) = frame.operands_into(len, dst, [a, a, a], into);
+            each_unary(f, out, x);
         }
+        Instr::Binary { dst, f, a, b } => {
+            let (out, [x, y, _]) = frame.operands_into(len, dst, [a, b, a], into);
+            each_binary(f, out, x, y);
+        }
+        Instr::BinaryConst { dst, f, a, c, const_left } => {
+            let (out, [x, _, _]) = frame.operands_into(len, dst, [a, a, a], into);
+            let c = T::from_f64(f64::from_bits(c));
+            each_binary_const(f, out, x, c, const_left);
+        }
+        Instr::Select { dst, c, a, b } => {
+            let (out, [k, x, y]) = frame.operands_into(len, dst, [c, a, b], into);
+            // Zipped, not indexed: no bounds checks, so the loop vectorises into
+            // compare-and-blend instead of a branch per element.
+            for (((o, &k), &a), &b) in out.iter_mut().zip(k).zip(x).zip(y) {
+                *o = if k != T::ZERO { a } else { b };
+            }
+        }
+    }
+    if let Some((ptr, n)) = written {
+        // Later readers of the register read the positions just written to the output.
+        // SAFETY: `ptr..ptr + n` are this tile's positions of output `k`, which outlives
+        // the frame (the outputs are borrowed for the whole run); no `&mut` to them is
+        // made again before the register's next write, which replaces this view (the next
+        // tile's first write of the register, as every read follows a write in program
+        // order): `store` skips direct outputs, and other outputs are disjoint slices.
+        let view: &'s [T] = unsafe { std::slice::from_raw_parts(ptr, n) };
+        frame.views[ins.dst() as usize] = Some(view);
     }
 }
 
