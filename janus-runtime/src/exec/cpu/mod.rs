@@ -202,9 +202,13 @@ impl CpuPlan {
                 inputs.iter().map(|t| if t.is_contiguous() { t.clone() } else { dense_input(t) }).collect();
             &copied
         };
-        // Timed for the tuner only when it chooses; `force` (tests) bypasses it.
-        let tuning = force.is_none() && self.schedule.parallel && self.parallel_allowed();
-        let two_workers = force.unwrap_or(tuning && self.tuner.wants_parallel());
+        // Timed for the tuner only when it chooses; `force` (tests) and `JANUS_PARALLEL=force`
+        // bypass it. (The tuner never chooses under the latter, since it never sees a serial
+        // run: it timed every run into an ever longer list, an allocation every so often.)
+        let may = self.schedule.parallel && self.parallel_allowed();
+        let forced = crate::config::config().force_parallel;
+        let tuning = force.is_none() && may && !forced;
+        let two_workers = force.unwrap_or(may && (forced || self.tuner.wants_parallel()));
         // A run without intermediates on this thread needs no pooled state: empty arenas, no
         // two-worker scratch, no packed copies (the hit path of small blocks, where building
         // and dropping that scratch cost ~50 instructions per replay, callgrind).

@@ -478,11 +478,8 @@ const TUNE_BLOCK: usize = 4;
 
 impl Tuner {
     /// The mode of the next run: alternating while measuring, then the choice
-    /// (`JANUS_PARALLEL=force`: always two workers).
+    /// (`JANUS_PARALLEL=force` bypasses the tuner: `CpuPlan::run_as`).
     pub(crate) fn wants_parallel(&self) -> bool {
-        if crate::config::config().force_parallel {
-            return true;
-        }
         match self.choice.load(Ordering::Relaxed) {
             1 => false,
             2 => true,
