@@ -5,8 +5,8 @@
 //! instruction, so the gap is what compiling fused programs to machine code would save.
 
 use super::median::median;
-use janus_kernels::fused::{self, FBinary, FUnary, Input, Instr, Output, Program};
-use janus_kernels::simd_math::{sigmoid_lane, tanh_lane, with_best_simd};
+use janus_kernels::fused::{self, FBinary, FUnary, Input, Instr, Output, Program, SumOut};
+use janus_kernels::simd_math::{exp_lane, sigmoid_lane, tanh_lane, with_best_simd};
 use janus_kernels::strided::Src;
 use janus_kernels::{BinaryOp, UnaryOp};
 use std::time::Instant;
@@ -164,6 +164,40 @@ fn backward_by_hand(x: [&[f32]; 8], outs: [&mut [f32]; 5]) {
     )
 }
 
+/// CartPole's log-softmax backward over its 500-step episode, `y - exp(x) * g` on `[500, 2]`,
+/// with the column sum of the result (its bias gradient) fused in.
+fn softmax_backward_sum() -> Program {
+    use Instr::*;
+    Program {
+        instrs: vec![
+            Load { dst: 0, input: 0 },
+            Unary { dst: 1, f: FUnary::Op(UnaryOp::Exp), a: 0 },
+            Load { dst: 0, input: 1 },
+            Binary { dst: 2, f: FBinary::Op(BinaryOp::Mul), a: 1, b: 0 },
+            Load { dst: 0, input: 2 },
+            Binary { dst: 1, f: FBinary::Op(BinaryOp::Sub), a: 0, b: 2 },
+        ],
+        num_regs: 3,
+        outputs: vec![1],
+    }
+}
+
+/// The same as one loop: the column sums add row by row, in the order of the fused sum.
+fn softmax_backward_sum_by_hand(x: &[f32], g: &[f32], y: &[f32], out: &mut [f32], sums: &mut [f32; 2]) {
+    *sums = [0.0; 2];
+    with_best_simd(
+        #[inline(always)]
+        || {
+            for (((o, &x), &g), &y) in out.iter_mut().zip(x).zip(g).zip(y) {
+                *o = y - exp_lane(x) * g;
+            }
+            for row in out.chunks_exact(2) {
+                (sums[0], sums[1]) = (sums[0] + row[0], sums[1] + row[1]);
+            }
+        },
+    )
+}
+
 /// Microseconds per call of `f`, the median of `rounds` rounds of `calls` calls each.
 fn per_call(rounds: usize, calls: usize, mut f: impl FnMut()) -> Vec<f64> {
     (0..rounds)
@@ -219,14 +253,46 @@ pub fn fused_cost(quick: bool) {
     let interp_bwd = arena[8 * stride..].to_vec();
     run_bwd(&mut arena, true);
     assert!(interp_bwd == arena[8 * stride..], "the backward cell by hand differs from the interpreter");
-    let mut times: [Vec<f64>; 4] = Default::default();
+    // CartPole's column sum.
+    let (x, g, y): (Vec<f32>, Vec<f32>, Vec<f32>) = (
+        (0..1000).map(|i| value(i, 3)).collect(),
+        (0..1000).map(|i| value(i, 4)).collect(),
+        (0..1000).map(|i| value(i, 5)).collect(),
+    );
+    let sm = softmax_backward_sum();
+    let (ds, sum_strides) = ([2, 1], [0, 1]);
+    let (mut sm_out, mut sm_sums) = (vec![0.0f32; 1000], [0.0f32; 2]);
+    let run_sm = |out: &mut [f32], sums_out: &mut [f32; 2]| {
+        let inputs = [x.as_slice(), &g, &y].map(|v| Input::Float(Src::new(v, &ds, 0)));
+        let mut sums = [SumOut { reg: 1, strides: &sum_strides, out: sums_out }];
+        fused::run_summing(
+            &sm,
+            &[500, 2],
+            &inputs,
+            [Output::Float(out)].into_iter().collect(),
+            &mut sums,
+            None,
+        );
+    };
+    let (mut hand_out, mut hand_sums) = (vec![0.0f32; 1000], [0.0f32; 2]);
+    run_sm(&mut sm_out, &mut sm_sums);
+    softmax_backward_sum_by_hand(&x, &g, &y, &mut hand_out, &mut hand_sums);
+    assert!(
+        same_bits(&[sm_out.clone(), sm_sums.to_vec()], &[hand_out.clone(), hand_sums.to_vec()]),
+        "the column sum by hand differs from the interpreter"
+    );
+    let mut times: [Vec<f64>; 6] = Default::default();
     for _ in 0..rounds {
+        times[4].extend(per_call(1, calls, || run_sm(&mut sm_out, &mut sm_sums)));
+        times[5].extend(per_call(1, calls, || {
+            softmax_backward_sum_by_hand(&x, &g, &y, &mut hand_out, &mut hand_sums)
+        }));
         times[0].extend(per_call(1, calls, || run_fwd(&mut interp)));
         times[1].extend(per_call(1, calls, || forward_by_hand(&gates, &c, &mut hand)));
         times[2].extend(per_call(1, calls, || run_bwd(&mut arena, false)));
         times[3].extend(per_call(1, calls, || run_bwd(&mut arena, true)));
     }
-    let [a, b, c, d] = times.map(|mut t| median(&mut t));
+    let [a, b, c, d, e, f] = times.map(|mut t| median(&mut t));
     println!(
         "\nFused programs: the interpreter against one loop over the same functions (same bits), \
          {rounds} alternating rounds of {calls} calls, median µs per call (one worker's [16, 128] half)\n"
@@ -235,6 +301,10 @@ pub fn fused_cost(quick: bool) {
     println!("|---|---:|---:|---:|");
     println!("| LSTM cell forward (14 instructions, 3 sigmoid + 2 tanh) | {a:.2} | {b:.2} | {:.2}x |", a / b);
     println!("| LSTM cell backward (34 instructions, arithmetic) | {c:.2} | {d:.2} | {:.2}x |", c / d);
+    println!(
+        "| CartPole log-softmax backward + column sum, [500, 2] (6 instructions) | {e:.2} | {f:.2} | {:.2}x |",
+        e / f
+    );
 }
 
 fn same_bits(a: &[Vec<f32>], b: &[Vec<f32>]) -> bool {
