@@ -206,7 +206,7 @@ impl CpuPlan {
         // bypass it. (The tuner never chooses under the latter, since it never sees a serial
         // run: it timed every run into an ever longer list, an allocation every so often.)
         let may = self.schedule.parallel && self.parallel_allowed();
-        let forced = crate::config::config().force_parallel;
+        let forced = may && crate::config::config().force_parallel;
         let tuning = force.is_none() && may && !forced;
         let two_workers = force.unwrap_or(may && (forced || self.tuner.wants_parallel()));
         // A run without intermediates on this thread needs no pooled state: empty arenas, no
