@@ -165,11 +165,13 @@ fn leaf_words(t: &Tensor, w: &mut impl Words) {
 }
 
 /// The leaves of a key's inputs, in order, with `Grads` entries resolved to the input leaves they
-/// belong to (DESIGN §13 rule 12): entries for leaves that are not inputs are ignored.
-pub(crate) fn gather_leaves(inputs: &[Probed]) -> LeafList {
+/// belong to (DESIGN §13 rule 12): entries for leaves that are not inputs are ignored. Borrowed
+/// from the probes: a hit takes no reference count for them (an atomic operation each, see
+/// [`take_distinct`]).
+pub(crate) fn gather_leaves(inputs: &[Probed]) -> LeafRefs<'_> {
     // Plain loops: `SmallVec::extend` over nested adapters costs more than the pushes on
     // this per-call path.
-    let mut leaves = LeafList::new();
+    let mut leaves = LeafRefs::new();
     let mut any_grads = false;
     for p in inputs {
         if p.grads.is_some() {
@@ -177,7 +179,7 @@ pub(crate) fn gather_leaves(inputs: &[Probed]) -> LeafList {
             continue;
         }
         for l in &p.leaves {
-            leaves.push(l.clone());
+            leaves.push(l);
         }
     }
     if !any_grads {
@@ -188,7 +190,7 @@ pub(crate) fn gather_leaves(inputs: &[Probed]) -> LeafList {
         if let Some(g) = &p.grads {
             for l in &plain {
                 if let Some(gr) = g.get(l) {
-                    leaves.push(gr.clone());
+                    leaves.push(gr);
                 }
             }
         }
@@ -196,10 +198,45 @@ pub(crate) fn gather_leaves(inputs: &[Probed]) -> LeafList {
     leaves
 }
 
+/// The leaves to pass to an executor, each distinct tensor once (aliases share a graph input),
+/// moved out of the probes: the probes' clones become the executor's inputs, with no second
+/// reference count taken and dropped per leaf. On this project's Intel machines an atomic
+/// operation costs about 11 ns, and a hit took a dozen (issue 13's dispatch budget). The probes
+/// keep no leaves after this; calls with a `Grads` input clone instead (the gradients are the
+/// map's).
+pub(crate) fn take_distinct(inputs: &mut [Probed], firsts: &[u32]) -> LeafList {
+    if inputs.iter().any(|p| p.grads.is_some()) {
+        return distinct(owned(&gather_leaves(inputs)), firsts);
+    }
+    let mut out = LeafList::new();
+    if firsts.iter().enumerate().all(|(k, &f)| k == f as usize) {
+        // No aliases: every leaf, in order.
+        for p in inputs {
+            out.extend(std::mem::take(&mut p.leaves));
+        }
+        return out;
+    }
+    let mut k = 0;
+    for p in inputs {
+        for t in p.leaves.drain(..) {
+            if firsts[k] as usize == k {
+                out.push(t);
+            }
+            k += 1;
+        }
+    }
+    out
+}
+
+/// Owned copies of borrowed leaves.
+pub(crate) fn owned(leaves: &[&Tensor]) -> LeafList {
+    leaves.iter().map(|&t| t.clone()).collect()
+}
+
 /// Builds the key of a call; `firsts` are the leaves' [`first_occurrences`].
 pub(crate) fn build(
     inputs: &[Probed],
-    leaves: (&[Tensor], &[u32]),
+    leaves: (&[&Tensor], &[u32]),
     instance: Instance,
     mode: super::Mode,
 ) -> Key {
@@ -215,7 +252,7 @@ pub(crate) fn build(
 /// path of a call that repeats a memoised key).
 pub(crate) fn matches(
     inputs: &[Probed],
-    leaves: (&[Tensor], &[u32]),
+    leaves: (&[&Tensor], &[u32]),
     instance: Instance,
     mode: super::Mode,
     key: &Key,
@@ -230,7 +267,7 @@ pub(crate) fn matches(
 
 /// A key's words and type names, in order.
 #[inline(always)] // once per sink, on the hit path
-fn emit(inputs: &[Probed], (leaves, firsts): (&[Tensor], &[u32]), mode: super::Mode, w: &mut impl Sink) {
+fn emit(inputs: &[Probed], (leaves, firsts): (&[&Tensor], &[u32]), mode: super::Mode, w: &mut impl Sink) {
     w.word(mode as u64);
     w.word(is_grad_enabled() as u64);
     w.word(inputs.len() as u64);
@@ -366,13 +403,16 @@ pub(crate) fn recycle(key: Key) {
 /// A call's input leaves, inline for a typical block (a hit allocates no list).
 pub(crate) type LeafList = smallvec::SmallVec<[Tensor; 8]>;
 
+/// A call's input leaves, borrowed from its probes ([`gather_leaves`]).
+pub(crate) type LeafRefs<'a> = smallvec::SmallVec<[&'a Tensor; 8]>;
+
 /// Positions of first occurrences, inline for the leaves of a typical block (`u32`: small
 /// enough to be moved without a `memcpy` call on the hit path).
 pub(crate) type Firsts = smallvec::SmallVec<[u32; 16]>;
 
 /// For each leaf, the position of the first leaf that is the same tensor. A linear scan for the
 /// few leaves of a typical block (cheaper than hashing on the hit path), a map beyond that.
-pub(crate) fn first_occurrences(leaves: &[Tensor]) -> Firsts {
+pub(crate) fn first_occurrences(leaves: &[&Tensor]) -> Firsts {
     if leaves.len() <= 32 {
         let mut firsts = Firsts::new();
         for (k, t) in leaves.iter().enumerate() {

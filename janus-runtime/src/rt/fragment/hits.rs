@@ -47,21 +47,31 @@ impl State {
     }
 }
 
-/// The memoised variant of `frag` under generation `generation` whose key `is_key` accepts.
+/// Runs `f` on this thread's memoised variants of `frag` made under `generation` (at most two,
+/// the newest first), borrowed from the memo: the memo keeps them alive while `f` runs, so a
+/// replay takes no reference count on its variant (two atomic operations, about 22 ns on this
+/// project's Intel machines). A [`remember`] while `f` runs is skipped. `None` if the memo is
+/// in use already (a re-entrant call) or gone (the thread is exiting).
 #[inline(always)] // the hit path
-pub(super) fn find(
+pub(super) fn with_memoised<R>(
     frag: &Fragment,
     generation: u64,
-    is_key: impl Fn(&Variant) -> bool,
-) -> Option<Arc<Variant>> {
+    f: impl FnOnce([Option<&Arc<Variant>>; 2]) -> R,
+) -> Option<R> {
     let (addr, i) = slot(frag);
-    HITS.with(|h| {
+    HITS.try_with(|h| {
         let h = h.try_borrow().ok()?;
-        h[i].iter()
-            .flatten()
-            .find(|(a, g, v)| *a == addr && *g == generation && is_key(v))
-            .map(|e| e.2.clone())
+        let [a, b] = &h[i];
+        Some(f([valid(a, addr, generation), valid(b, addr, generation)]))
     })
+    .ok()
+    .flatten()
+}
+
+/// The entry's variant, if it was made for the block at `addr` under `generation`.
+#[inline(always)]
+fn valid(e: &Option<Entry>, addr: usize, generation: u64) -> Option<&Arc<Variant>> {
+    e.as_ref().filter(|(a, g, _)| *a == addr && *g == generation).map(|e| &e.2)
 }
 
 /// Memoises `v`, a staged variant of `frag` found in its table under `generation`.

@@ -235,12 +235,21 @@ impl Staged {
         (replays - panicked, checks, replays - panicked - checks)
     }
 
-    /// Moves this variant's statistics into the fragment's (it is being replaced or dropped).
+    /// Replays since the last `reset_stats()`, checked and panicked ones included: the calls
+    /// this variant served (the fragment counts the others, see `Fragment::dispatch`).
+    fn calls(&self) -> u64 {
+        self.replays.load(Ordering::Relaxed) - self.counts.since.lock().unwrap().0
+    }
+
+    /// Moves this variant's statistics into the fragment's (it is being replaced, dropped, or
+    /// kept but invalid), and restarts its own, so none is counted twice.
     fn retire(&self, c: &Counters) {
         let (h, checks, own) = self.counted();
+        c.calls.fetch_add(self.calls(), Ordering::Relaxed);
         c.retired_hits.fetch_add(h, Ordering::Relaxed);
         c.retired_checks.fetch_add(checks, Ordering::Relaxed);
         c.retired_staged_ops.fetch_add(own * self.compiled.recorded_ops(), Ordering::Relaxed);
+        self.restart_counts();
     }
 
     fn restart_counts(&self) {
@@ -333,8 +342,9 @@ impl Fragment {
         instance: Instance,
     ) -> Enter {
         let st = self.state();
-        Counters::bump(&st.counters.calls);
+        // Calls that reach `dispatch` are counted there (see it).
         let plain = |reason: &str, kind: EagerKind| {
+            Counters::bump(&st.counters.calls);
             st.counters.eager(kind, reason);
             Enter::Body(self.scope(ScopeKind::Plain, kind))
         };
@@ -349,6 +359,7 @@ impl Fragment {
             let leaves: Vec<Tensor> = inputs.iter().flat_map(|p| p.leaves.iter().cloned()).collect();
             let names = inputs.iter().flat_map(|p| std::iter::repeat_n(p.name, p.leaves.len())).collect();
             trace::trip_begin(self as *const Fragment as usize, &leaves, names);
+            Counters::bump(&st.counters.calls);
             st.counters.eager(EagerKind::Recorded, super::stats::INLINE);
             return Enter::Body(self.scope(ScopeKind::Inline, EagerKind::Recorded));
         }
@@ -363,118 +374,104 @@ impl Fragment {
         {
             return plain(why, EagerKind::Opaque);
         }
-        let inputs = probes();
+        let mut inputs = probes();
         if let Some(p) = inputs.iter().find(|p| p.opaque.is_some()) {
             let why = format!("opaque input `{}`: {}", p.name, p.opaque.unwrap());
             let _ = st.opaque_input.set((instance, why.clone()));
             return plain(&why, EagerKind::Opaque);
         }
-        self.dispatch(st, &inputs, instance, mode, &[])
+        self.dispatch(st, &mut inputs, instance, mode, &[])
     }
 
     /// [`Fragment::enter`] once the inputs are probed; `rows` are the elements of the
-    /// sequences stacked in `inputs` (see `stacked`), if any.
+    /// sequences stacked in `inputs` (see `stacked`), if any. A replay moves the tensors out of
+    /// `inputs` ([`key::take_distinct`]).
+    ///
+    /// Every call is counted once: a replay by its variant's `replays`, any other call by the
+    /// fragment's `calls` (a snapshot adds them up), so a replay touches one shared counter.
     #[inline(always)] // the hit path
     fn dispatch(
         &'static self,
         st: &'static State,
-        inputs: &[Probed],
+        inputs: &mut [Probed],
         instance: Instance,
         mode: Mode,
         rows: &[(usize, Vec<Tensor>)],
     ) -> Enter {
+        let generation = st.generation();
+        // A call that repeats a memoised key replays it without building a key; the memo lends
+        // the variant for the replay.
+        let memoised = hits::with_memoised(self, generation, |memo| {
+            let (firsts, found) = {
+                let refs = key::gather_leaves(inputs);
+                let firsts = key::first_occurrences(&refs);
+                let found = (memo.into_iter().flatten())
+                    .find(|v| key::matches(inputs, (&refs, &firsts), instance, mode, &v.key));
+                (firsts, found)
+            };
+            match found.and_then(|v| self.replay(st, v, inputs, &firsts, mode, rows)) {
+                Some(replayed) => Ok(replayed),
+                None => Err(firsts),
+            }
+        });
+        let firsts = match memoised {
+            Some(Ok(replayed)) => return replayed,
+            Some(Err(firsts)) => firsts,
+            None => key::first_occurrences(&key::gather_leaves(inputs)),
+        };
         let plain = |reason: &str, kind: EagerKind| {
+            Counters::bump(&st.counters.calls);
             st.counters.eager(kind, reason);
             Enter::Body(self.scope(ScopeKind::Plain, kind))
         };
-        let leaves = key::gather_leaves(inputs);
-        let firsts = key::first_occurrences(&leaves);
-        let generation = st.generation();
-        let memoised = hits::find(self, generation, |v| {
-            key::matches(inputs, (&leaves, &firsts), instance, mode, &v.key)
-        });
-        let variant = if let Some(v) = memoised {
-            v
-        } else {
-            let key = key::build(inputs, (&leaves, &firsts), instance, mode);
-            let fp = key.fingerprint();
-            match self.lookup(st, fp, &key) {
-                Some(v) if v.staged.get().is_none() && v.unstageable.get().is_none() => {
-                    // Still profiling: an instance of a generic variant made meanwhile serves it.
-                    (self.instance_for(st, fp, &key, &leaves, inputs))
-                        .or_else(|| self.upgraded(st, fp, &key, &leaves, inputs))
-                        .unwrap_or(v)
-                }
-                Some(v) => {
-                    key::recycle(key);
-                    if v.staged.get().is_some() {
-                        hits::remember(self, generation, &v);
-                    }
-                    v
-                }
-                None if rows.is_empty()
-                    && self.site.has_loop
-                    && self.site.dynamic_dims
-                    && self.rolled(st, inputs, instance, mode) =>
-                {
-                    key::recycle(key);
-                    return self.rolled_call(st, inputs, instance, mode);
-                }
-                None => match (self.instance_for(st, fp, &key, &leaves, inputs))
+        let refs = key::gather_leaves(inputs);
+        let leaves = key::owned(&refs);
+        let key = key::build(inputs, (&refs, &firsts), instance, mode);
+        drop(refs); // `replay` below moves the tensors out of `inputs`
+        let fp = key.fingerprint();
+        let variant = match self.lookup(st, fp, &key) {
+            Some(v) if v.staged.get().is_none() && v.unstageable.get().is_none() => {
+                // Still profiling: an instance of a generic variant made meanwhile serves it.
+                (self.instance_for(st, fp, &key, &leaves, inputs))
                     .or_else(|| self.upgraded(st, fp, &key, &leaves, inputs))
-                {
-                    Some(v) => v,
-                    None if !rows.is_empty() && self.first_sighting(st, fp, &key, &leaves) => {
-                        key::recycle(key);
-                        st.counters.eager(EagerKind::Rolled, SEEN_ONCE);
-                        return Enter::Body(
-                            self.scope(ScopeKind::Rolled(RollingGuard::enter()), EagerKind::Rolled),
-                        );
-                    }
-                    None => match self.insert(st, fp, key, inputs, &leaves) {
-                        Ok(v) => v,
-                        Err(why) => return plain(&why, EagerKind::VariantLimit),
-                    },
-                },
+                    .unwrap_or(v)
             }
-        };
-        if let Some(staged) = variant.staged.get()
-            && !staged.invalid.load(Ordering::Relaxed)
-        {
-            let mut n = staged.replays.fetch_add(1, Ordering::Relaxed) + 1;
-            if let Some(shared) = &staged.shared_replays {
-                n = shared.fetch_add(1, Ordering::Relaxed) + 1;
+            Some(v) => {
+                key::recycle(key);
+                if v.staged.get().is_some() {
+                    hits::remember(self, generation, &v);
+                }
+                v
             }
-            let distinct = key::distinct(leaves, &firsts);
-            if let Some(policy) = check::due(mode, n) {
-                let targets = if rows.is_empty() {
-                    check::leaf_names(inputs, &firsts).into_iter().zip(distinct.iter().cloned()).collect()
-                } else {
-                    rolling::row_targets(inputs, rows)
-                };
-                let fp = variant.key.fingerprint();
-                return self.start_check(st, fp, &variant, staged, (&distinct, targets), policy);
-            }
-            let sink: &'static Counters = &st.counters;
-            let pos = (!staged.asserts.is_empty()).then(crate::random::stream_position);
-            let replayed =
-                crate::panics::catch_quietly(|| staged.compiled.replay_counted(&distinct, Some(sink)));
-            if replayed.is_err() {
-                staged.counts.panicked.fetch_add(1, Ordering::Relaxed);
-            }
-            let Ok(mut tensors) = replayed else {
-                return plain("the replay panicked: ran the statements", EagerKind::ReplayPanicked);
-            };
-            if let Some(pos) = pos
-                && !super::speculate::commit(&mut tensors, &staged.asserts)
+            None if rows.is_empty()
+                && self.site.has_loop
+                && self.site.dynamic_dims
+                && self.rolled(st, inputs, instance, mode) =>
             {
-                // Nothing of the replay is kept: the call runs the statements, the random
-                // stream where it was.
-                crate::random::set_stream_position(pos.0, pos.1);
-                self.speculation_failed(st, variant.key.fingerprint(), &variant, "an assert did not hold");
-                return plain("speculation failed: ran the statements", EagerKind::SpeculationFailed);
+                key::recycle(key);
+                // Counted there: by the stacked call's dispatch, or as a host loop.
+                return self.rolled_call(st, inputs, instance, mode);
             }
-            return Enter::Replay(Replayed::new(tensors, &staged.consts));
+            None => match (self.instance_for(st, fp, &key, &leaves, inputs))
+                .or_else(|| self.upgraded(st, fp, &key, &leaves, inputs))
+            {
+                Some(v) => v,
+                None if !rows.is_empty() && self.first_sighting(st, fp, &key, &leaves) => {
+                    key::recycle(key);
+                    Counters::bump(&st.counters.calls);
+                    st.counters.eager(EagerKind::Rolled, SEEN_ONCE);
+                    return Enter::Body(
+                        self.scope(ScopeKind::Rolled(RollingGuard::enter()), EagerKind::Rolled),
+                    );
+                }
+                None => match self.insert(st, fp, key, inputs, &leaves) {
+                    Ok(v) => v,
+                    Err(why) => return plain(&why, EagerKind::VariantLimit),
+                },
+            },
+        };
+        if let Some(replayed) = self.replay(st, &variant, inputs, &firsts, mode, rows) {
+            return replayed;
         }
         if let Some(why) = variant.unstageable.get() {
             return plain(why, EagerKind::Unstageable);
@@ -484,6 +481,7 @@ impl Fragment {
         };
         prof.calls += 1;
         drop(prof);
+        Counters::bump(&st.counters.calls);
         Counters::bump(&st.counters.traces);
         let guard = if self.site.speculative { trace::start_speculative() } else { trace::start() };
         let names: Vec<&'static str> =
@@ -500,6 +498,61 @@ impl Fragment {
                 EagerKind::Recorded,
             ),
         )
+    }
+
+    /// Replays `variant`'s compiled graph on `inputs` (moving their tensors out), or checks it
+    /// when a check is due; `None` if it has no valid graph. The one place a call counts as a
+    /// replay.
+    #[inline(always)] // the hit path
+    fn replay(
+        &'static self,
+        st: &'static State,
+        variant: &Arc<Variant>,
+        inputs: &mut [Probed],
+        firsts: &[u32],
+        mode: Mode,
+        rows: &[(usize, Vec<Tensor>)],
+    ) -> Option<Enter> {
+        let staged = variant.staged.get().filter(|s| !s.invalid.load(Ordering::Relaxed))?;
+        // Counted by `replays` already: not a second time in `calls`.
+        let plain = |reason: &str, kind: EagerKind| {
+            st.counters.eager(kind, reason);
+            Some(Enter::Body(self.scope(ScopeKind::Plain, kind)))
+        };
+        let mut n = staged.replays.fetch_add(1, Ordering::Relaxed) + 1;
+        if let Some(shared) = &staged.shared_replays {
+            n = shared.fetch_add(1, Ordering::Relaxed) + 1;
+        }
+        if let Some(policy) = check::due(mode, n) {
+            let distinct = key::distinct(key::owned(&key::gather_leaves(inputs)), firsts);
+            let targets = if rows.is_empty() {
+                check::leaf_names(inputs, firsts).into_iter().zip(distinct.iter().cloned()).collect()
+            } else {
+                rolling::row_targets(inputs, rows)
+            };
+            let fp = variant.key.fingerprint();
+            return Some(self.start_check(st, fp, variant, staged, (&distinct, targets), policy));
+        }
+        let distinct = key::take_distinct(inputs, firsts);
+        let sink: &'static Counters = &st.counters;
+        let pos = (!staged.asserts.is_empty()).then(crate::random::stream_position);
+        let replayed = crate::panics::catch_quietly(|| staged.compiled.replay_counted(&distinct, Some(sink)));
+        if replayed.is_err() {
+            staged.counts.panicked.fetch_add(1, Ordering::Relaxed);
+        }
+        let Ok(mut tensors) = replayed else {
+            return plain("the replay panicked: ran the statements", EagerKind::ReplayPanicked);
+        };
+        if let Some(pos) = pos
+            && !super::speculate::commit(&mut tensors, &staged.asserts)
+        {
+            // Nothing of the replay is kept: the call runs the statements, the random
+            // stream where it was.
+            crate::random::set_stream_position(pos.0, pos.1);
+            self.speculation_failed(st, variant.key.fingerprint(), variant, "an assert did not hold");
+            return plain("speculation failed: ran the statements", EagerKind::SpeculationFailed);
+        }
+        Some(Enter::Replay(Replayed::new(tensors, &staged.consts)))
     }
 
     #[inline(never)] // off the hit path

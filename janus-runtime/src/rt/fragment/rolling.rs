@@ -159,13 +159,15 @@ impl Fragment {
         match st.roll_failed.get() {
             None if full => st.counters.eager(EagerKind::Rolled, ROLLED),
             None => {
-                if let Some(s) = stack_sequences(inputs) {
-                    return self.dispatch(st, &s.inputs, instance, mode, &s.rows);
+                if let Some(mut s) = stack_sequences(inputs) {
+                    // Counts the call (as a replay or in `calls`).
+                    return self.dispatch(st, &mut s.inputs, instance, mode, &s.rows);
                 }
                 st.counters.eager(EagerKind::Rolled, ROLLED);
             }
             Some(why) => st.counters.eager(EagerKind::Rolled, &format!("{ROLLED} ({why})")),
         }
+        Counters::bump(&st.counters.calls);
         Enter::Body(self.scope(ScopeKind::Rolled(RollingGuard::enter()), EagerKind::Rolled))
     }
 

@@ -8,12 +8,15 @@ impl Fragment {
         let st = self.state();
         let c = &st.counters;
         let (mut variants, mut hits, mut checks, mut staged_ops) = (0, 0, 0, 0);
+        // The fragment's own count, and each variant's replays (see `Fragment::dispatch`).
+        let mut calls = c.calls.load(Ordering::Relaxed);
         let (mut ops_per_replay, mut most, mut arena_bytes, mut packed_bytes) = (0, 0, 0, 0);
         for s in st.variants.read().unwrap().values().flatten().filter_map(|v| v.staged.get()) {
             variants += !s.invalid.load(Ordering::Relaxed) as usize;
             arena_bytes += s.compiled.arena_bytes();
             packed_bytes += s.compiled.packed_bytes();
             let (h, c, own) = s.counted();
+            calls += s.calls();
             if h >= most {
                 (ops_per_replay, most) = (s.compiled.recorded_ops(), h);
             }
@@ -27,7 +30,7 @@ impl Fragment {
             span: self.span(),
             last_line: self.site.line + self.site.more_lines,
             ops_per_replay,
-            calls: c.calls.load(Ordering::Relaxed),
+            calls,
             hits,
             traces: c.traces.load(Ordering::Relaxed),
             compiles: c.compiles.load(Ordering::Relaxed),

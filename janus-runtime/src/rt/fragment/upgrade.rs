@@ -77,8 +77,9 @@ impl Fragment {
 
 /// Whether each graph input (the distinct leaves, in order) needs gradients.
 pub(super) fn needs_of(leaves: &[Tensor]) -> Vec<bool> {
-    let distinct = key::distinct(leaves.iter().cloned().collect(), &key::first_occurrences(leaves));
-    distinct.iter().map(|t| t.needs_grad() && t.dtype().is_float()).collect()
+    let refs: key::LeafRefs = leaves.iter().collect();
+    let firsts = key::first_occurrences(&refs);
+    key::first_only(leaves, &firsts).map(|t| t.needs_grad() && t.dtype().is_float()).collect()
 }
 
 impl Staged {
