@@ -161,7 +161,7 @@ impl Tensor {
     pub(crate) fn storage_key(&self) -> (usize, usize) {
         let d = self.data();
         let ptr = match &d.storage {
-            Storage::Cpu(b) => Arc::as_ptr(b) as usize,
+            Storage::Cpu(b) => crate::storage::SharedBuffer::as_ptr(b) as usize,
             Storage::Cuda(b) => Arc::as_ptr(b) as usize,
         };
         (ptr, d.offset)

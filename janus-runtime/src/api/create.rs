@@ -6,7 +6,6 @@ use crate::shape::Shape;
 use crate::tensor::Tensor;
 use crate::{DType, Device, random};
 use janus_kernels::Element;
-use std::sync::Arc;
 
 /// A tensor from a literal list, in `f32` like `torch.tensor`: Rust's float literals are `f64`,
 /// so `Tensor::from_vec(vec![1.0, 2.0], [2])` makes an `f64` tensor, while `tensor![1.0, 2.0]`
@@ -73,7 +72,10 @@ impl Tensor {
                 shape.elems()
             );
         }
-        apply(Op::Constant(Constant { data: Arc::new(T::wrap(data)), shape, device }), &[])
+        apply(
+            Op::Constant(Constant { data: crate::storage::SharedBuffer::new(T::wrap(data)), shape, device }),
+            &[],
+        )
     }
 
     /// A rank-0 `f32` tensor.

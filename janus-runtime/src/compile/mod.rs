@@ -270,13 +270,16 @@ impl Compiled {
     /// Runs on `inputs` (the recorded signature); draws random numbers from this thread's stream
     /// and reproduces the recorded outputs' grad flags and identities.
     pub fn replay(self: &Arc<Self>, inputs: &[Tensor]) -> Vec<Tensor> {
-        self.replay_counted(inputs, None)
+        self.replay_counted(&mut inputs.iter().cloned().collect(), None)
     }
 
-    /// [`replay`](Compiled::replay), counting the ops its backward runs into `sink`.
+    /// [`replay`](Compiled::replay), counting the ops its backward runs into `sink`. A graph
+    /// that draws random numbers gets its stream's state as one more input, put into `inputs`
+    /// for the run and taken out again (copying the inputs instead took and dropped a reference
+    /// count per input: two atomic operations each, on every replay of CartPole's `act`).
     pub(crate) fn replay_counted(
         self: &Arc<Self>,
-        inputs: &[Tensor],
+        inputs: &mut SmallVec<[Tensor; 8]>,
         sink: Option<&'static dyn OpSink>,
     ) -> Vec<Tensor> {
         let mut rng_after = None;
@@ -288,11 +291,11 @@ impl Compiled {
                     janus_kernels::CpuBuffer::I64(vec![key as i64, counter as i64]),
                     [2].into(),
                 );
-                let mut args: Vec<Tensor> = Vec::with_capacity(inputs.len() + 1);
-                args.extend_from_slice(inputs);
-                args.insert(r.input, state);
+                inputs.insert(r.input, state);
                 rng_after = Some((key, counter.wrapping_add(r.blocks)));
-                self.exec.run(&args)
+                let outs = self.exec.run(inputs);
+                inputs.remove(r.input);
+                outs
             }
         };
         // Advanced only once the run succeeded: a replay that panics leaves the stream as the

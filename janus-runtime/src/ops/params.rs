@@ -55,7 +55,7 @@ pub struct Arange {
 #[derive(Clone, Debug)]
 pub struct Constant {
     /// The values, shared.
-    pub data: std::sync::Arc<janus_kernels::CpuBuffer>,
+    pub data: crate::storage::SharedBuffer,
     /// Result shape.
     pub shape: Shape,
     /// Where the result is created.

@@ -8,7 +8,6 @@ use crate::graph::{Graph, Node, NodeOp};
 use crate::ops::{Constant, F64Bits, Full, Op, eval};
 use crate::tensor::Tensor;
 use smallvec::SmallVec;
-use std::sync::Arc;
 
 /// Largest result (in elements) folded into the graph.
 pub(crate) const FOLD_LIMIT: usize = 1 << 16;
@@ -43,7 +42,11 @@ fn constant_node(t: &Tensor, span: Option<&'static std::panic::Location<'static>
             let buf = janus_kernels::with_any_type!(t.dtype(), T => {
                 janus_kernels::buffer::Stored::wrap(t.to_vec::<T>())
             });
-            Op::Constant(Constant { data: Arc::new(buf), shape: ty.shape.clone(), device: t.device() })
+            Op::Constant(Constant {
+                data: crate::storage::SharedBuffer::new(buf),
+                shape: ty.shape.clone(),
+                device: t.device(),
+            })
         }
     };
     Node { op: NodeOp::Op(op), inputs: SmallVec::new(), ty, span }

@@ -72,12 +72,14 @@ impl<'a> Frame<'a> {
         consts: &'a [Tensor],
         memos: &'a [Tensor],
         arenas: &'a mut Arenas,
-        outs: &'a mut [std::sync::Arc<CpuBuffer>],
+        outs: &'a mut [crate::storage::SharedBuffer],
         packs: (&'a PackPlan, &'a Packs),
     ) -> Self {
         let mut out_ptrs = smallvec::SmallVec::new();
         for b in outs.iter_mut() {
-            out_ptrs.push(base_ptr(std::sync::Arc::get_mut(b).expect("a run's output buffers are its own")));
+            out_ptrs.push(base_ptr(
+                crate::storage::SharedBuffer::get_mut(b).expect("a run's output buffers are its own"),
+            ));
         }
         Frame {
             inputs,

@@ -16,8 +16,8 @@ use super::lower::{BufRef, Lowered};
 use crate::tensor::{Data, Tensor};
 use frame::{Arenas, Frame, output_buffer};
 use smallvec::SmallVec;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicPtr, Ordering};
-use std::sync::{Arc, Mutex};
 
 /// The least cost of a step that the CPU backend splits between its workers.
 pub(crate) fn split_min_cost() -> u64 {
@@ -228,9 +228,9 @@ impl CpuPlan {
             }
             (arenas, Some(scratch), &*packed)
         };
-        let mut outs: SmallVec<[Arc<janus_kernels::CpuBuffer>; 4]> = SmallVec::new();
+        let mut outs: SmallVec<[crate::storage::SharedBuffer; 4]> = SmallVec::new();
         for &(d, n) in &l.output_bufs {
-            outs.push(Arc::new(output_buffer(d, n)));
+            outs.push(crate::storage::SharedBuffer::new(output_buffer(d, n)));
         }
         let memos = if l.memos.is_empty() { Vec::new() } else { self.memos(l, dense) };
         {

@@ -1,7 +1,7 @@
-//! Each thread's memo of its recent hits: per block, the last two variants that replayed, so a
-//! call that repeats one compares its inputs with that variant's key as it probes them,
-//! without building a key, hashing it or locking the variant table (issue 13's dispatch
-//! budget).
+//! Each thread's memo of its recent hits: per block, the last two variants that replayed (or
+//! that run their statements for good, being unstageable), so a call that repeats one compares
+//! its inputs with that variant's key as it probes them, without building a key, hashing it or
+//! locking the variant table (issue 13's dispatch budget).
 //!
 //! An entry is valid while its block's variant table is unchanged: every write to the table
 //! bumps the block's generation ([`State::variants_mut`]), and an entry made under another
@@ -74,7 +74,8 @@ fn valid(e: &Option<Entry>, addr: usize, generation: u64) -> Option<&Arc<Variant
     e.as_ref().filter(|(a, g, _)| *a == addr && *g == generation).map(|e| &e.2)
 }
 
-/// Memoises `v`, a staged variant of `frag` found in its table under `generation`.
+/// Memoises `v`, a variant of `frag` found in its table under `generation` that is staged, or
+/// that runs its statements for good (unstageable).
 pub(super) fn remember(frag: &Fragment, generation: u64, v: &Arc<Variant>) {
     let (addr, i) = slot(frag);
     HITS.with(|h| {

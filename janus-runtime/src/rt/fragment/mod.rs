@@ -398,9 +398,15 @@ impl Fragment {
         mode: Mode,
         rows: &[(usize, Vec<Tensor>)],
     ) -> Enter {
+        let plain = |reason: &str, kind: EagerKind| {
+            Counters::bump(&st.counters.calls);
+            st.counters.eager(kind, reason);
+            Enter::Body(self.scope(ScopeKind::Plain, kind))
+        };
         let generation = st.generation();
-        // A call that repeats a memoised key replays it without building a key; the memo lends
-        // the variant for the replay.
+        // A call that repeats a memoised key replays it without building a key, or runs its
+        // statements when the key cannot stage (CartPole's `act#fn`, whose host read ends its
+        // graph, built and looked up its key on every call); the memo lends the variant.
         let memoised = hits::with_memoised(self, generation, |memo| {
             let (firsts, found) = {
                 let refs = key::gather_leaves(inputs);
@@ -409,8 +415,12 @@ impl Fragment {
                     .find(|v| key::matches(inputs, (&refs, &firsts), instance, mode, &v.key));
                 (firsts, found)
             };
-            match found.and_then(|v| self.replay(st, v, inputs, &firsts, mode, rows)) {
-                Some(replayed) => Ok(replayed),
+            let Some(v) = found else { return Err(firsts) };
+            if let Some(replayed) = self.replay(st, v, inputs, &firsts, mode, rows) {
+                return Ok(replayed);
+            }
+            match v.unstageable.get() {
+                Some(why) => Ok(plain(why, EagerKind::Unstageable)),
                 None => Err(firsts),
             }
         });
@@ -418,11 +428,6 @@ impl Fragment {
             Some(Ok(replayed)) => return replayed,
             Some(Err(firsts)) => firsts,
             None => key::first_occurrences(&key::gather_leaves(inputs)),
-        };
-        let plain = |reason: &str, kind: EagerKind| {
-            Counters::bump(&st.counters.calls);
-            st.counters.eager(kind, reason);
-            Enter::Body(self.scope(ScopeKind::Plain, kind))
         };
         let refs = key::gather_leaves(inputs);
         let leaves = key::owned(&refs);
@@ -438,7 +443,7 @@ impl Fragment {
             }
             Some(v) => {
                 key::recycle(key);
-                if v.staged.get().is_some() {
+                if v.staged.get().is_some() || v.unstageable.get().is_some() {
                     hits::remember(self, generation, &v);
                 }
                 v
@@ -533,10 +538,11 @@ impl Fragment {
             let fp = variant.key.fingerprint();
             return Some(self.start_check(st, fp, variant, staged, (&distinct, targets), policy));
         }
-        let distinct = key::take_distinct(inputs, firsts);
+        let mut distinct = key::take_distinct(inputs, firsts);
         let sink: &'static Counters = &st.counters;
         let pos = (!staged.asserts.is_empty()).then(crate::random::stream_position);
-        let replayed = crate::panics::catch_quietly(|| staged.compiled.replay_counted(&distinct, Some(sink)));
+        let replayed =
+            crate::panics::catch_quietly(|| staged.compiled.replay_counted(&mut distinct, Some(sink)));
         if replayed.is_err() {
             staged.counts.panicked.fetch_add(1, Ordering::Relaxed);
         }
