@@ -1,9 +1,9 @@
 //! Per-fragment statistics, the registry of fragments, staging coverage, and
 //! `explain()`/`stats()`/`reset_stats()`.
 //!
-//! A replay touches two relaxed atomics: the fragment's call count and its variant's replay
-//! count. Hits, checks and the ops of forward replays are derived from the variants' counters
-//! when a snapshot is taken.
+//! A replay touches one relaxed atomic, its variant's replay count; the fragment's `calls`
+//! counts the other calls. Calls, hits, checks and the ops of forward replays are derived from
+//! the variants' counters when a snapshot is taken.
 
 use super::coverage::{self, EagerKind};
 use super::fragment::Fragment;
@@ -16,6 +16,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// Counters of one fragment, updated with relaxed atomics (no locks on the hit path).
 #[derive(Default)]
 pub(crate) struct Counters {
+    /// Calls that did not replay (a replay is counted by its variant), and the replays of
+    /// retired variants.
     pub(crate) calls: AtomicU64,
     pub(crate) traces: AtomicU64,
     pub(crate) compiles: AtomicU64,
