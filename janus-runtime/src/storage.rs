@@ -7,8 +7,7 @@ use janus_kernels::CpuBuffer;
 use std::sync::Arc;
 
 /// A shared host buffer: a `triomphe::Arc`, which has no weak count, so freeing the last
-/// handle takes one atomic operation instead of std's two (about 11 ns each on this project's
-/// Intel machines; every op's output is freed so).
+/// handle takes one atomic operation instead of std's two (every op's output is freed so).
 pub type SharedBuffer = triomphe::Arc<CpuBuffer>;
 
 /// Concrete storage plus the strided view of it this tensor presents.

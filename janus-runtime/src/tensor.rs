@@ -33,7 +33,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// println!("{x}"); // tensor([[1.0000, 2.0000], [3.0000, 4.0000]], requires_grad=True)
 /// ```
 // A `triomphe::Arc`, which has no weak count: freeing a tensor takes one atomic operation, not
-// std's two (an atomic operation cost about 11 ns on this project's Intel machines).
+// std's two.
 #[derive(Clone)]
 pub struct Tensor(pub(crate) triomphe::Arc<TensorInner>);
 
