@@ -270,7 +270,11 @@ impl Compiled {
     /// Runs on `inputs` (the recorded signature); draws random numbers from this thread's stream
     /// and reproduces the recorded outputs' grad flags and identities.
     pub fn replay(self: &Arc<Self>, inputs: &[Tensor]) -> Vec<Tensor> {
-        self.replay_counted(&mut inputs.iter().cloned().collect(), None)
+        match self.exec.graph().rng {
+            None => self.rebuild(self.exec.run(inputs), inputs, None),
+            // The stream's state joins the inputs: a list of our own to put it in.
+            Some(_) => self.replay_counted(&mut inputs.iter().cloned().collect(), None),
+        }
     }
 
     /// [`replay`](Compiled::replay), counting the ops its backward runs into `sink`. A graph
@@ -283,7 +287,7 @@ impl Compiled {
         sink: Option<&'static dyn OpSink>,
     ) -> Vec<Tensor> {
         let mut rng_after = None;
-        let mut outs = match self.exec.graph().rng {
+        let outs = match self.exec.graph().rng {
             None => self.exec.run(inputs),
             Some(r) => {
                 let (key, counter) = random::stream_position();
@@ -303,6 +307,18 @@ impl Compiled {
         if let Some((key, counter)) = rng_after {
             random::set_stream_position(key, counter);
         }
+        self.rebuild(outs, inputs, sink)
+    }
+
+    /// A run's outputs as the recording gave them: residuals split off for the backward,
+    /// leaves made fresh, grad flags and identities reproduced (`inputs`: the run's, without
+    /// the random stream's state).
+    fn rebuild(
+        self: &Arc<Self>,
+        mut outs: Vec<Tensor>,
+        inputs: &[Tensor],
+        sink: Option<&'static dyn OpSink>,
+    ) -> Vec<Tensor> {
         // Most replays return only their outputs: no split (a `split_off` at the end still
         // calls `memcpy`).
         let mut residuals =

@@ -200,22 +200,14 @@ pub(crate) fn gather_leaves(inputs: &[Probed]) -> LeafRefs<'_> {
 
 /// The leaves to pass to an executor, each distinct tensor once (aliases share a graph input),
 /// moved out of the probes: the probes' clones become the executor's inputs, with no second
-/// reference count taken and dropped per leaf (an atomic operation: 11 ns each in a loop of
-/// them on this project's Intel machines, less inside the hit path; README, "Performance"). The probes
-/// keep no leaves after this; calls with a `Grads` input clone instead (the gradients are the
-/// map's).
+/// reference count taken and dropped per leaf (an atomic operation each; README,
+/// "Performance", 2026-12-01). The probes keep no leaves after this. Calls with a `Grads`
+/// input clone instead (the gradients are the map's).
 pub(crate) fn take_distinct(inputs: &mut [Probed], firsts: &[u32]) -> LeafList {
     if inputs.iter().any(|p| p.grads.is_some()) {
-        return distinct(owned(&gather_leaves(inputs)), firsts);
+        return distinct_cloned(inputs, firsts);
     }
     let mut out = LeafList::new();
-    if firsts.iter().enumerate().all(|(k, &f)| k == f as usize) {
-        // No aliases: every leaf, in order.
-        for p in inputs {
-            out.extend(std::mem::take(&mut p.leaves));
-        }
-        return out;
-    }
     let mut k = 0;
     for p in inputs {
         for t in p.leaves.drain(..) {
@@ -228,9 +220,9 @@ pub(crate) fn take_distinct(inputs: &mut [Probed], firsts: &[u32]) -> LeafList {
     out
 }
 
-/// Owned copies of borrowed leaves.
-pub(crate) fn owned(leaves: &[&Tensor]) -> LeafList {
-    leaves.iter().map(|&t| t.clone()).collect()
+/// [`take_distinct`]'s leaves, cloned: the probes keep theirs.
+pub(crate) fn distinct_cloned(inputs: &[Probed], firsts: &[u32]) -> LeafList {
+    first_only(gather_leaves(inputs), firsts).cloned().collect()
 }
 
 /// Builds the key of a call; `firsts` are the leaves' [`first_occurrences`].
@@ -422,14 +414,6 @@ pub(crate) fn first_occurrences(leaves: &[&Tensor]) -> Firsts {
     }
     let mut first: HashMap<u64, u32> = HashMap::with_capacity(leaves.len());
     leaves.iter().enumerate().map(|(k, t)| *first.entry(t.id()).or_insert(k as u32)).collect()
-}
-
-/// The leaves to pass to an executor: each distinct tensor once (aliases share a graph input).
-pub(crate) fn distinct(leaves: LeafList, firsts: &[u32]) -> LeafList {
-    if firsts.iter().enumerate().all(|(k, &f)| k == f as usize) {
-        return leaves;
-    }
-    first_only(leaves, firsts).collect()
 }
 
 /// The items at their leaf's first occurrence (`firsts[k] == k`): one per distinct leaf.

@@ -50,8 +50,8 @@ impl State {
 /// Runs `f` on this thread's memoised variants of `frag` made under `generation` (at most two,
 /// the newest first), borrowed from the memo: the memo keeps them alive while `f` runs, so a
 /// replay takes no reference count on its variant (two atomic operations). A [`remember`]
-/// while `f` runs is skipped. `None` if the memo is
-/// in use already (a re-entrant call) or gone (the thread is exiting).
+/// while `f` runs is skipped. `None` if the memo is in use already (a re-entrant call) or gone
+/// (the thread is exiting).
 #[inline(always)] // the hit path
 pub(super) fn with_memoised<R>(
     frag: &Fragment,

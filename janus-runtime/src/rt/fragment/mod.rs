@@ -430,7 +430,7 @@ impl Fragment {
             None => key::first_occurrences(&key::gather_leaves(inputs)),
         };
         let refs = key::gather_leaves(inputs);
-        let leaves = key::owned(&refs);
+        let leaves: key::LeafList = refs.iter().map(|&t| t.clone()).collect();
         let key = key::build(inputs, (&refs, &firsts), instance, mode);
         drop(refs); // `replay` below moves the tensors out of `inputs`
         let fp = key.fingerprint();
@@ -529,7 +529,7 @@ impl Fragment {
             n = shared.fetch_add(1, Ordering::Relaxed) + 1;
         }
         if let Some(policy) = check::due(mode, n) {
-            let distinct = key::distinct(key::owned(&key::gather_leaves(inputs)), firsts);
+            let distinct = key::distinct_cloned(inputs, firsts);
             let targets = if rows.is_empty() {
                 check::leaf_names(inputs, firsts).into_iter().zip(distinct.iter().cloned()).collect()
             } else {
