@@ -5,7 +5,8 @@ usage: scripts/timeline_summary.py TIMELINE [ROWS]
 
 Each timeline line is `thread start end duration description #step wN`; this sums the
 durations of each description per worker and prints the largest totals first (total µs,
-calls, µs per call), which is how the README's "where the time goes" tables are made.
+calls, µs per call). JANUS_TIMELINE appends, so the totals cover every sampled run in the
+file (delete it between experiments); the per-call means do not depend on how many.
 """
 import collections
 import re
