@@ -18,6 +18,7 @@
 //! cargo run --release --example bench -- --only stream  # an LSTM LM over varying T and B
 //! cargo run --release --example bench -- --only replan  # split programs' memory plans, A/B
 //! cargo run --release --example bench -- --only pack    # shared right factors packed or not, A/B
+//! cargo run --release --example bench -- --only prefetch  # cold operands fetched ahead or not, A/B
 //! ```
 //!
 //! The LSTM step is the `shared/refbench` workload (T=32, B=32, V=65, H=128, plain SGD lr 0.1);
@@ -399,6 +400,9 @@ enum Workload {
     Replan,
     /// Shared right factors packed once per run against gemm for every product.
     Pack,
+    /// Cold operands of fused steps fetched into the caches during the products before them,
+    /// or not.
+    Prefetch,
     /// The fused-program interpreter against one compiled loop over the same functions.
     Fused,
 }
@@ -421,6 +425,7 @@ fn main() {
                 | Workload::Stream
                 | Workload::Replan
                 | Workload::Pack
+                | Workload::Prefetch
                 | Workload::Fused
         ),
     };
@@ -434,6 +439,10 @@ fn main() {
     }
     if run(Workload::Pack) {
         bench_ab::ab(bench_ab::PACK, quick);
+        return;
+    }
+    if run(Workload::Prefetch) {
+        bench_ab::ab(bench_ab::PREFETCH, quick);
         return;
     }
     if run(Workload::Stream) {

@@ -3,7 +3,9 @@
 //! - `--only replan`: split programs' arenas planned again by pieces of values
 //!   (`janus::set_replan(true)`, the default) against the whole program's plan;
 //! - `--only pack`: right factors shared by several products packed once per run
-//!   (`janus::set_pack(true)`, the default) against gemm for every product.
+//!   (`janus::set_pack(true)`, the default) against gemm for every product;
+//! - `--only prefetch`: the cold operands of fused steps fetched into the caches while the
+//!   products before them run (`janus::set_prefetch(true)`, opt-in) against none (the default).
 //!
 //! Each round recompiles (caches reset) and times its last steps, after the two-worker tuner
 //! has chosen; the rounds' median ratios are what to read, as this machine's speed drifts by
@@ -15,7 +17,7 @@ use janus::prelude::*;
 /// One workload's step, called with the step's index.
 type Step<'a> = Box<dyn FnMut(usize) + 'a>;
 
-/// A switch compared: its name and its setter (`true`: the default, learner 0).
+/// A switch compared: its name and its setter (`true`: learner 0, the switch on).
 #[derive(Clone, Copy)]
 pub struct Switch {
     name: &'static str,
@@ -23,15 +25,31 @@ pub struct Switch {
     /// The table's two setting columns.
     on: &'static str,
     off: &'static str,
+    /// Whether the default is on (restored after the A/B).
+    default: bool,
 }
 
 /// Split programs' memory planned by pieces of values, or the whole program's plan.
-pub const REPLAN: Switch =
-    Switch { name: "Split programs' memory", set: janus::set_replan, on: "pieces", off: "whole plan" };
+pub const REPLAN: Switch = Switch {
+    name: "Split programs' memory",
+    set: janus::set_replan,
+    on: "pieces",
+    off: "whole plan",
+    default: true,
+};
 
 /// Shared right factors packed once per run, or gemm for every product.
 pub const PACK: Switch =
-    Switch { name: "Shared right factors", set: janus::set_pack, on: "packed", off: "gemm" };
+    Switch { name: "Shared right factors", set: janus::set_pack, on: "packed", off: "gemm", default: true };
+
+/// Cold operands fetched ahead during products, or not.
+pub const PREFETCH: Switch = Switch {
+    name: "Operands fetched ahead",
+    set: janus::set_prefetch,
+    on: "prefetch",
+    off: "none",
+    default: false,
+};
 
 /// Alternates `rounds` rounds of `warm` untimed and `timed_steps` timed calls of the step of
 /// learner 0 (the switch on) and learner 1 (off), in turns first; prints the medians, the
@@ -67,7 +85,7 @@ fn alternate(sw: Switch, name: &str, rounds: usize, warm: usize, timed_steps: us
             ratios.push(medians[0] / medians[1]);
         }
     }
-    (sw.set)(true);
+    (sw.set)(sw.default);
     let faster = ratios.iter().filter(|&&r| r < 1.0).count();
     let n = ratios.len();
     let [mut a, mut b] = all;
@@ -100,9 +118,10 @@ fn adam_steps<M: Clone + 'static>(
 /// The A/B table of `sw` for the three workloads (`quick`: a few rounds, a smoke run).
 pub fn ab(sw: Switch, quick: bool) {
     let rounds = if quick { 2 } else { 12 };
-    let Switch { name, on, off, .. } = sw;
+    let Switch { name, on, off, default, .. } = sw;
+    let (on_d, off_d) = if default { (" (default)", "") } else { ("", " (default)") };
     println!(
-        "\n{name}: {on} (default) vs {off}, alternated in one process ({rounds} rounds; the first not counted)\n"
+        "\n{name}: {on}{on_d} vs {off}{off_d}, alternated in one process ({rounds} rounds; the first not counted)\n"
     );
     println!(
         "| step, ms | {on} | {off} | per-round ratio, median | rounds faster {on} | arenas, MB: {on} / {off} | packed factors, MB: {on} / {off} |"

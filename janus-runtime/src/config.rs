@@ -40,6 +40,9 @@ pub struct Config {
     /// Pack right factors that several `f32` products of a program share, once per run
     /// (`JANUS_PACK=1` or `0`; `None`, unset: see [`pack`]).
     pub pack: Option<bool>,
+    /// Fetch the cold operands of the fused steps after long products into the caches while
+    /// the products run (off unless `JANUS_PREFETCH=1`; `exec/cpu/prefetch.rs`).
+    pub prefetch: bool,
     /// Time every CPU executor step (`JANUS_PROFILE=1`); profiled runs are serial.
     pub profile: bool,
     /// Where sampled two-worker runs are written step by step (`JANUS_TIMELINE=FILE`).
@@ -67,6 +70,7 @@ pub fn config() -> &'static Config {
         force_parallel: std::env::var("JANUS_PARALLEL").is_ok_and(|v| v == "force"),
         replan: std::env::var("JANUS_REPLAN").map_or(true, |v| v != "0"),
         pack: std::env::var("JANUS_PACK").ok().map(|v| v != "0"),
+        prefetch: std::env::var("JANUS_PREFETCH").is_ok_and(|v| v == "1"),
         profile: std::env::var("JANUS_PROFILE").is_ok_and(|v| v == "1"),
         timeline: std::env::var_os("JANUS_TIMELINE").filter(|v| !v.is_empty()).map(PathBuf::from),
         mode: match std::env::var("JANUS_MODE").as_deref() {
@@ -115,6 +119,7 @@ impl Override {
 static SERIAL: Override = Override::unset();
 static REPLAN: Override = Override::unset();
 static PACK: Override = Override::unset();
+static PREFETCH: Override = Override::unset();
 
 /// Overrides `JANUS_SERIAL` for the whole process: `true` runs every compiled program's steps
 /// on the calling thread (each kernel may still use rayon), `false` allows the two-worker
@@ -156,6 +161,21 @@ pub fn set_pack(on: bool) {
 pub fn pack() -> bool {
     let auto = || janus_kernels::simd_math::simd_level() == janus_kernels::simd_math::SimdLevel::Avx2Fma;
     PACK.get(config().pack.unwrap_or_else(auto))
+}
+
+/// Overrides `JANUS_PREFETCH` for programs compiled from now on: `true` has each long product
+/// of a CPU program first ask the caches for the operands and results of the fused steps that
+/// read its result, so that they arrive while the product computes; `false` (the default)
+/// leaves them to be read when those steps run. For benchmarks comparing both: on the machine
+/// it was measured on, it did not pay (README, "Performance").
+pub fn set_prefetch(on: bool) {
+    PREFETCH.set(on);
+}
+
+/// Whether CPU programs fetch operands ahead of the steps reading them (`JANUS_PREFETCH`,
+/// [`set_prefetch`]).
+pub fn prefetch() -> bool {
+    PREFETCH.get(config().prefetch)
 }
 
 /// Installs a minimal stderr logger for `JANUS_LOG` when the program set none.

@@ -304,12 +304,12 @@ fn interleaved(a: &ValRef, b: &ValRef) -> bool {
 }
 
 /// A buffer's key (see [`extent`]) and a range of its elements.
-type Extent = (usize, usize, usize);
+pub(crate) type Extent = (usize, usize, usize);
 
 /// The element range a value may touch in a buffer steps write (an arena, keyed by its dtype
 /// slot, or output buffer `k`, keyed `4 + k`): the bounding range of its layout. Inputs,
 /// constants and memos are never written, so reading them orders nothing.
-fn extent(v: &ValRef) -> Option<Extent> {
+pub(crate) fn extent(v: &ValRef) -> Option<Extent> {
     if v.shape.elems() == 0 {
         return None;
     }

@@ -6,6 +6,7 @@
 
 mod frame;
 mod packs;
+mod prefetch;
 mod profile;
 mod replan;
 pub(crate) mod schedule;
@@ -90,6 +91,8 @@ pub(crate) struct CpuPlan {
     memo_cache: Vec<Mutex<Option<(Tensor, Tensor)>>>,
     /// The right factors that runs pack once for several products (`packs.rs`).
     packs: packs::PackPlan,
+    /// What each step fetches into the caches for the steps after it (`prefetch.rs`).
+    prefetch: prefetch::Prefetch,
 }
 
 impl CpuPlan {
@@ -125,6 +128,7 @@ impl CpuPlan {
             } else {
                 Default::default()
             },
+            prefetch: prefetch::Prefetch::new(split.as_ref().unwrap_or(l)),
             split,
             tuner: Default::default(),
             pool: RunPool::default(),
@@ -235,21 +239,25 @@ impl CpuPlan {
         let memos = if l.memos.is_empty() { Vec::new() } else { self.memos(l, dense) };
         {
             let frame = Frame::new(dense, &l.consts, &memos, arenas, &mut outs, (&self.packs, packed));
-            let (steps, vals) = (&l.steps, &l.vals);
+            let (steps, vals, prefetch) = (&l.steps, &l.vals, &self.prefetch);
             let t0 = tuning.then(std::time::Instant::now);
             let timeline = two_workers.then(profile::Timeline::sample).flatten();
             if two_workers {
                 let scratch = scratch.expect("two-worker runs take pooled state");
-                schedule::run_parallel(&self.schedule, scratch, &|s| match &timeline {
-                    Some(tl) => tl.time(s, || steps::run_step(&steps[s], vals, &frame)),
-                    None => steps::run_step(&steps[s], vals, &frame),
+                schedule::run_parallel(&self.schedule, scratch, &|s| {
+                    prefetch.issue(s, vals, &frame);
+                    match &timeline {
+                        Some(tl) => tl.time(s, || steps::run_step(&steps[s], vals, &frame)),
+                        None => steps::run_step(&steps[s], vals, &frame),
+                    }
                 });
             } else if crate::profile::on() {
                 for step in steps {
                     crate::profile::step(|| profile::label(l, step), || steps::run_step(step, vals, &frame));
                 }
             } else {
-                for step in steps {
+                for (s, step) in steps.iter().enumerate() {
+                    prefetch.issue(s, vals, &frame);
                     steps::run_step(step, vals, &frame);
                 }
             }
