@@ -137,6 +137,21 @@ impl<'a> Frame<'a> {
         Src::new(data, &v.strides, 0)
     }
 
+    /// The address and length in bytes of the elements `v`'s layout reaches, for a prefetch. No
+    /// reference is made: another step may be writing them.
+    pub(crate) fn span_of(&self, v: &ValRef) -> (*const u8, usize) {
+        let n = v.layout().span();
+        if n == 0 {
+            return (std::ptr::null(), 0);
+        }
+        assert!(v.offset + n <= v.len, "a value lies inside its region");
+        janus_kernels::with_any_type!(v.dtype, T => {
+            // SAFETY: `v.offset` lies inside the region of `v.len` elements (checked above).
+            let p = unsafe { self.region::<T>(v).add(v.offset) };
+            (p.cast_const().cast(), n * std::mem::size_of::<T>())
+        })
+    }
+
     /// `v`'s region as a dense slice for reading (the layout must be dense).
     pub(crate) fn dense<T: Element>(&self, v: &'a ValRef) -> &'a [T] {
         &self.src::<T>(v).data[..v.shape.elems()]

@@ -113,7 +113,8 @@ impl Prefetch {
         let Some(list) = self.ahead.get(s) else { return };
         for &i in list {
             let v = vals[i as usize].as_ref().expect("prefetched values have values");
-            janus_kernels::with_any_type!(v.dtype, T => janus_kernels::prefetch::slice(f.src::<T>(v).data));
+            let (start, bytes) = f.span_of(v);
+            janus_kernels::prefetch::lines(start, bytes);
         }
     }
 }
