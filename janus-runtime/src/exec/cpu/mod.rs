@@ -244,16 +244,24 @@ impl CpuPlan {
             let timeline = two_workers.then(profile::Timeline::sample).flatten();
             if two_workers {
                 let scratch = scratch.expect("two-worker runs take pooled state");
-                schedule::run_parallel(&self.schedule, scratch, &|s| {
+                // A step's prefetch is timed with it: the timeline shows what it costs the step.
+                let run = |s: usize| {
                     prefetch.issue(s, vals, &frame);
-                    match &timeline {
-                        Some(tl) => tl.time(s, || steps::run_step(&steps[s], vals, &frame)),
-                        None => steps::run_step(&steps[s], vals, &frame),
-                    }
+                    steps::run_step(&steps[s], vals, &frame);
+                };
+                schedule::run_parallel(&self.schedule, scratch, &|s| match &timeline {
+                    Some(tl) => tl.time(s, || run(s)),
+                    None => run(s),
                 });
             } else if crate::profile::on() {
-                for step in steps {
-                    crate::profile::step(|| profile::label(l, step), || steps::run_step(step, vals, &frame));
+                for (s, step) in steps.iter().enumerate() {
+                    crate::profile::step(
+                        || profile::label(l, step),
+                        || {
+                            prefetch.issue(s, vals, &frame);
+                            steps::run_step(step, vals, &frame)
+                        },
+                    );
                 }
             } else {
                 for (s, step) in steps.iter().enumerate() {
