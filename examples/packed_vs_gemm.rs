@@ -39,6 +39,7 @@ fn main() {
         ("square 512", 512, 512, 512, false),
         ("square 1024 (k=1024)", 1024, 1024, 1024, false),
         ("[256,128]@[128,512]", 256, 512, 128, false),
+        ("x @ W_x [16,65]@[65,512]", 16, 512, 65, false),
     ];
     for &(name, m, n, k, lhs_t) in shapes {
         let lhs: Vec<f32> = (0..m * k).map(|i| ((i * 7919) % 1000) as f32 / 1000.0 - 0.5).collect();
@@ -59,15 +60,22 @@ fn main() {
                 packed::matmul_packed((m, n, k), &lhs, ll, &p, &mut d2, false, None)
             })
         });
+        let bias: Vec<f32> = (0..n).map(|j| j as f32 * 1e-3).collect();
+        let mpe = time(reps, || {
+            janus_kernels::parallel::serial(|| {
+                packed::matmul_packed((m, n, k), &lhs, ll, &p, &mut d2, true, Some(&bias))
+            })
+        });
         let gf = |t: f64| 2.0 * (m * n * k) as f64 / t / 1e9;
         println!(
-            "{name:48} gemm {:7.1} us {:5.1} GF | pack {:6.1} us | packed mm {:7.1} us {:5.1} GF | pack+mm {:5.1} GF",
+            "{name:48} gemm {:7.1} us {:5.1} GF | pack {:6.1} us | packed mm {:7.1} us {:5.1} GF | pack+mm {:5.1} GF | +acc+bias {:7.1} us",
             g * 1e6,
             gf(g),
             pk * 1e6,
             mp * 1e6,
             gf(mp),
-            gf(pk + mp)
+            gf(pk + mp),
+            mpe * 1e6
         );
     }
 }

@@ -218,6 +218,32 @@ impl Tile<'_> {
             }
         }
         let zero = _mm256_setzero_ps();
+        if w == PANEL {
+            // A full panel: the destination rows and the bias are read and written in place,
+            // by the same adds as the staged path below (so the same bits), without its copies.
+            let bias = bias.map(|b| &b[..PANEL]);
+            for r in 0..R {
+                let out = &mut d[r * n + j0..r * n + j0 + PANEL];
+                // SAFETY: `out` and `bias` hold 16 elements each.
+                unsafe {
+                    let o = out.as_mut_ptr();
+                    let (mut s0, mut s1) = (lo[r], hi[r]);
+                    if accumulate {
+                        s0 = _mm256_add_ps(_mm256_loadu_ps(o), s0);
+                        s1 = _mm256_add_ps(_mm256_loadu_ps(o.add(8)), s1);
+                    }
+                    s0 = _mm256_add_ps(s0, zero);
+                    s1 = _mm256_add_ps(s1, zero);
+                    if let Some(b) = bias {
+                        s0 = _mm256_add_ps(s0, _mm256_loadu_ps(b.as_ptr()));
+                        s1 = _mm256_add_ps(s1, _mm256_loadu_ps(b.as_ptr().add(8)));
+                    }
+                    _mm256_storeu_ps(o, s0);
+                    _mm256_storeu_ps(o.add(8), s1);
+                }
+            }
+            return;
+        }
         let mut bias_row = [0.0f32; PANEL];
         if let Some(b) = bias {
             bias_row[..w].copy_from_slice(&b[..w]);

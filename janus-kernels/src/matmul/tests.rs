@@ -262,7 +262,7 @@ fn packed_products_are_ordered_fma_sums_whatever_the_rows() {
             let mut packed = vec![f32::NAN; packed_len(k, n)];
             pack(k, n, &b, bl, &mut packed);
             assert_eq!(packed.len(), packed_len(k, n));
-            for (accumulate, with_bias) in [(false, false), (true, false), (false, true)] {
+            for (accumulate, with_bias) in [(false, false), (true, false), (false, true), (true, true)] {
                 let want: Vec<f32> = (0..m * n)
                     .map(|e| {
                         let (i, j) = (e / n, e % n);
