@@ -292,7 +292,12 @@ fn packed_products_are_ordered_fma_sums_whatever_the_rows() {
                 let mut plain = c.clone();
                 let dims = MatmulDims { batch: 1, m, n, k };
                 match b_row {
-                    Some(row) => matmul_bias(dims, &a, al, &b, bl, row, &mut plain),
+                    Some(row) => {
+                        matmul_bias(dims, &a, al, &b, bl, row, &mut plain);
+                        if accumulate {
+                            plain.iter_mut().zip(&c).for_each(|(p, c)| *p += c);
+                        }
+                    }
                     None => matmul(dims, &a, al, &b, bl, &mut plain, accumulate),
                 }
                 for (g, w) in whole.iter().zip(&plain) {
