@@ -19,6 +19,7 @@
 //! cargo run --release --example bench -- --only replan  # split programs' memory plans, A/B
 //! cargo run --release --example bench -- --only pack    # shared right factors packed or not, A/B
 //! cargo run --release --example bench -- --only prefetch  # cold operands fetched ahead or not, A/B
+//! cargo run --release --example bench -- --only hugepages  # large arenas in huge pages or not, A/B
 //! ```
 //!
 //! The LSTM step is the `shared/refbench` workload (T=32, B=32, V=65, H=128, plain SGD lr 0.1);
@@ -403,6 +404,8 @@ enum Workload {
     /// Cold operands of fused steps fetched into the caches during the products before them,
     /// or not.
     Prefetch,
+    /// Large arenas in huge pages (2 MiB mappings marked `MADV_HUGEPAGE`), or in the allocator's.
+    Hugepages,
     /// The fused-program interpreter against one compiled loop over the same functions.
     Fused,
 }
@@ -426,6 +429,7 @@ fn main() {
                 | Workload::Replan
                 | Workload::Pack
                 | Workload::Prefetch
+                | Workload::Hugepages
                 | Workload::Fused
         ),
     };
@@ -443,6 +447,10 @@ fn main() {
     }
     if run(Workload::Prefetch) {
         bench_ab::ab(bench_ab::PREFETCH, quick);
+        return;
+    }
+    if run(Workload::Hugepages) {
+        bench_ab::ab(bench_ab::HUGEPAGES, quick);
         return;
     }
     if run(Workload::Stream) {

@@ -5,7 +5,9 @@
 //! - `--only pack`: right factors shared by several products packed once per run
 //!   (`janus::set_pack(true)`, the default) against gemm for every product;
 //! - `--only prefetch`: the cold operands of fused steps fetched into the caches while the
-//!   products before them run (`janus::set_prefetch(true)`, opt-in) against none (the default).
+//!   products before them run (`janus::set_prefetch(true)`, opt-in) against none (the default);
+//! - `--only hugepages`: arenas of at least 2 MiB in mappings marked for transparent huge pages
+//!   (`janus::set_hugepages(true)`, opt-in) against the allocator's memory (the default).
 //!
 //! Each round recompiles (caches reset) and times its last steps, after the two-worker tuner
 //! has chosen; the rounds' median ratios are what to read, as this machine's speed drifts by
@@ -48,6 +50,15 @@ pub const PREFETCH: Switch = Switch {
     set: janus::set_prefetch,
     on: "prefetch",
     off: "none",
+    default: false,
+};
+
+/// Large arenas in 2 MiB pages, or in the allocator's memory.
+pub const HUGEPAGES: Switch = Switch {
+    name: "Large arenas",
+    set: janus::set_hugepages,
+    on: "huge pages",
+    off: "allocator",
     default: false,
 };
 

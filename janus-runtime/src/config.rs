@@ -43,6 +43,9 @@ pub struct Config {
     /// Fetch the cold operands of the fused steps after long products into the caches while
     /// the products run (off unless `JANUS_PREFETCH=1`; `exec/cpu/prefetch.rs`).
     pub prefetch: bool,
+    /// Put arenas of at least 2 MiB in mappings of their own marked for transparent huge pages
+    /// (off unless `JANUS_HUGEPAGES=1`; `exec/cpu/pages.rs`, Linux only).
+    pub hugepages: bool,
     /// Time every CPU executor step (`JANUS_PROFILE=1`); profiled runs are serial.
     pub profile: bool,
     /// Where sampled two-worker runs are written step by step (`JANUS_TIMELINE=FILE`).
@@ -71,6 +74,7 @@ pub fn config() -> &'static Config {
         replan: std::env::var("JANUS_REPLAN").map_or(true, |v| v != "0"),
         pack: std::env::var("JANUS_PACK").ok().map(|v| v != "0"),
         prefetch: std::env::var("JANUS_PREFETCH").is_ok_and(|v| v == "1"),
+        hugepages: std::env::var("JANUS_HUGEPAGES").is_ok_and(|v| v == "1"),
         profile: std::env::var("JANUS_PROFILE").is_ok_and(|v| v == "1"),
         timeline: std::env::var_os("JANUS_TIMELINE").filter(|v| !v.is_empty()).map(PathBuf::from),
         mode: match std::env::var("JANUS_MODE").as_deref() {
@@ -120,6 +124,7 @@ static SERIAL: Override = Override::unset();
 static REPLAN: Override = Override::unset();
 static PACK: Override = Override::unset();
 static PREFETCH: Override = Override::unset();
+static HUGEPAGES: Override = Override::unset();
 
 /// Overrides `JANUS_SERIAL` for the whole process: `true` runs every compiled program's steps
 /// on the calling thread (each kernel may still use rayon), `false` allows the two-worker
@@ -176,6 +181,19 @@ pub fn set_prefetch(on: bool) {
 /// [`set_prefetch`]).
 pub fn prefetch() -> bool {
     PREFETCH.get(config().prefetch)
+}
+
+/// Overrides `JANUS_HUGEPAGES` for arenas allocated from now on: `true` puts each CPU
+/// program's arena of at least 2 MiB in a 2 MiB-aligned mapping of its own that asks Linux for
+/// transparent huge pages (`madvise`), `false` in the allocator's memory. For benchmarks
+/// comparing both.
+pub fn set_hugepages(on: bool) {
+    HUGEPAGES.set(on);
+}
+
+/// Whether large CPU arenas ask for huge pages ([`set_hugepages`], else `JANUS_HUGEPAGES`).
+pub fn hugepages() -> bool {
+    HUGEPAGES.get(config().hugepages)
 }
 
 /// Installs a minimal stderr logger for `JANUS_LOG` when the program set none.

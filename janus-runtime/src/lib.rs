@@ -65,7 +65,10 @@ pub use api::{Conv2dOptions, Scalar};
 pub use autograd::{Grads, is_grad_enabled, no_grad};
 pub use checkpoint::{LoadReport, load, load_partial, save};
 pub use compile::{Compiled, OutKind, Traced, trace};
-pub use config::{Mode, pack, prefetch, replan, serial, set_pack, set_prefetch, set_replan, set_serial};
+pub use config::{
+    Mode, hugepages, pack, prefetch, replan, serial, set_hugepages, set_pack, set_prefetch, set_replan,
+    set_serial,
+};
 pub use device::Device;
 pub use error::{CheckpointError, DeviceError};
 pub use janus_kernels::{DType, Element};

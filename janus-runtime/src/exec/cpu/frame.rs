@@ -7,6 +7,7 @@
 //! the other touches. Inputs and constants are never written.
 
 use super::packs::{PackPlan, Packs};
+use super::pages::ArenaBuf;
 use crate::exec::lower::{BufRef, ValRef};
 use crate::exec::memory::dtype_slot;
 use crate::tensor::Tensor;
@@ -15,7 +16,7 @@ use janus_kernels::{CpuBuffer, DType, Element};
 
 /// Per-dtype arenas, reused across runs through the executor's pool.
 pub(crate) struct Arenas {
-    f32: Vec<f32>,
+    f32: ArenaBuf<f32>,
     f64: Vec<f64>,
     i64: Vec<i64>,
     bool: Vec<bool>,
@@ -24,7 +25,7 @@ pub(crate) struct Arenas {
 impl Arenas {
     pub(crate) fn new(len: [usize; 4]) -> Self {
         Arenas {
-            f32: vec![0.0; len[0]],
+            f32: ArenaBuf::new(len[0]),
             f64: vec![0.0; len[1]],
             i64: vec![0; len[2]],
             bool: vec![false; len[3]],
@@ -34,7 +35,7 @@ impl Arenas {
     /// No arena at all (a run without intermediates): cheaper than `new([0; 4])`, whose
     /// zero-filling `vec!`s still cost ~80 instructions on the hit path.
     pub(crate) const fn empty() -> Self {
-        Arenas { f32: Vec::new(), f64: Vec::new(), i64: Vec::new(), bool: Vec::new() }
+        Arenas { f32: ArenaBuf::empty(), f64: Vec::new(), i64: Vec::new(), bool: Vec::new() }
     }
 }
 

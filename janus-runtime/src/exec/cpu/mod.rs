@@ -6,6 +6,7 @@
 
 mod frame;
 mod packs;
+mod pages;
 mod prefetch;
 mod profile;
 mod replan;
