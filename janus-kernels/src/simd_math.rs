@@ -100,6 +100,28 @@ pub fn exp_lane(x: f32) -> f32 {
     // overflow / underflow. Selects rather than min/max so NaN passes through.
     let x = if x > 88.8 { 88.8 } else { x };
     let x = if x < -104.0 { -104.0 } else { x };
+    let (y, k) = exp_parts(x);
+    // Two scale factors: n reaches 128 near overflow and -150 for denormal results,
+    // neither of which is a normal power of two; the second multiply rounds only once.
+    let k1 = k >> 1;
+    let k2 = k - k1;
+    let s1 = f32::from_bits(((k1 + 127) << 23) as u32);
+    let s2 = f32::from_bits(((k2 + 127) << 23) as u32);
+    y * s1 * s2
+}
+
+/// e^x for `x` in [-87, 87], where 2^n is a normal number: one scale factor instead of
+/// [`exp_lane`]'s two, and the same bits (scaling a normal `y` by normal powers of two is exact
+/// until the last multiply, which rounds the same product).
+#[inline(always)]
+fn exp_normal_range(x: f32) -> f32 {
+    let (y, k) = exp_parts(x);
+    y * f32::from_bits(((k + 127) << 23) as u32)
+}
+
+/// e^x = y * 2^k for a finite, clamped `x`: the reduced argument's e^r (Cephes expf) and `k`.
+#[inline(always)]
+fn exp_parts(x: f32) -> (f32, i32) {
     let t = x.mul_add(std::f32::consts::LOG2_E, SHIFTER);
     let n = t - SHIFTER;
     let r = (-n).mul_add(LN2_HI, x);
@@ -112,14 +134,7 @@ pub fn exp_lane(x: f32) -> f32 {
     let p = p.mul_add(r, 1.666_666_5e-1);
     let p = p.mul_add(r, 0.5);
     let y = p.mul_add(r * r, r) + 1.0;
-    let k = (t.to_bits() as i32).wrapping_sub(SHIFTER.to_bits() as i32);
-    // Two scale factors: n reaches 128 near overflow and -150 for denormal results,
-    // neither of which is a normal power of two; the second multiply rounds only once.
-    let k1 = k >> 1;
-    let k2 = k - k1;
-    let s1 = f32::from_bits(((k1 + 127) << 23) as u32);
-    let s2 = f32::from_bits(((k2 + 127) << 23) as u32);
-    y * s1 * s2
+    (y, (t.to_bits() as i32).wrapping_sub(SHIFTER.to_bits() as i32))
 }
 
 /// Returns ln x. Max relative error ~8.1e-8 (1 ulp), denormal inputs included;
@@ -171,8 +186,9 @@ pub fn tanh_lane(x: f32) -> f32 {
     let p = p.mul_add(z, 1.333_144_2e-1);
     let p = p.mul_add(z, -3.333_328e-1);
     let small = (p * z).mul_add(a, a);
-    // tanh rounds to 1 beyond ~9.01; clamping keeps e^2a finite for the error term below.
-    let s = exp_lane(2.0 * if a > 10.0 { 10.0 } else { a });
+    // tanh rounds to 1 beyond ~9.01; clamping keeps e^2a finite for the error term below, and
+    // within the range of one scale factor (NaN passes the select and stays NaN).
+    let s = exp_normal_range(2.0 * if a > 10.0 { 10.0 } else { a });
     let big = 1.0 - recip_refined(2.0, s, 1.0);
     let r = if a < 0.625 { small } else { big };
     // Working on |x| and restoring the sign also gives tanh(-0) = -0.
@@ -358,6 +374,20 @@ mod tests {
     #[test]
     fn exp_accuracy() {
         check("exp", exp, f64::exp, |x| (-87.0..=88.0).contains(&x));
+    }
+
+    #[test]
+    fn one_scale_factor_gives_the_bits_of_two_in_the_normal_range() {
+        // tanh's e^2a takes the one-factor path: it must change no bit of the result.
+        let mut bits = 0u32;
+        while bits < 0x4300_0000 {
+            for x in [f32::from_bits(bits), -f32::from_bits(bits)] {
+                if x.abs() <= 87.0 {
+                    assert_eq!(exp_normal_range(x).to_bits(), exp_lane(x).to_bits(), "e^{x:e}");
+                }
+            }
+            bits += 61;
+        }
     }
 
     #[test]
