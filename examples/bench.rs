@@ -86,6 +86,10 @@ thread_local! {
     static WORKLOAD: std::cell::Cell<&'static str> = const { std::cell::Cell::new("") };
 }
 
+/// When the process started, for `JANUS_BENCH_BLOCKS=1`: each block's median, min and max
+/// printed to stderr with its start time, to tell drifting machine speed from a slow compile.
+static START: std::sync::LazyLock<Instant> = std::sync::LazyLock::new(Instant::now);
+
 /// Per configuration, the median over `repeats` interleaved blocks of every iteration's time,
 /// like the refbench's median per-step time; `block(k, out)` runs one block for configuration
 /// `MODES[k]` and pushes the time of each iteration (in the metric's unit) to `out`.
@@ -93,9 +97,24 @@ fn interleaved(repeats: usize, mut block: impl FnMut(usize, &mut Vec<f64>)) -> [
     let mut run = |k: usize, out: &mut Vec<f64>, warm: bool| {
         let (mode, self_check) = MODES[k];
         janus::set_self_check(self_check);
-        let (before, t) = (janus::stats(), Instant::now());
+        let (before, t, from, cpu) = (janus::stats(), Instant::now(), out.len(), cpu_ticks());
         janus::with_mode(mode, || block(k, out));
         let (secs, d) = (t.elapsed().as_secs_f64(), janus::stats().since(&before));
+        if std::env::var_os("JANUS_BENCH_BLOCKS").is_some() && out.len() > from {
+            let mut b = out[from..].to_vec();
+            let m = median(&mut b);
+            let [busy, idle, steal] = std::array::from_fn(|i| cpu_ticks()[i] - cpu[i]);
+            eprintln!(
+                "block {:>8.3}s {:<12} {mode:?}{} n={} median {m:.3} min {:.3} max {:.3}; \
+                 machine ticks: busy {busy} idle {idle} stolen {steal}",
+                START.elapsed().as_secs_f64(),
+                WORKLOAD.with(|w| w.get()),
+                if self_check { "" } else { " (no self-check)" },
+                b.len(),
+                b[0],
+                b[b.len() - 1]
+            );
+        }
         janus::set_self_check(true);
         CHECKED.with(|c| {
             let mut c = c.borrow_mut();
@@ -124,6 +143,23 @@ fn interleaved(repeats: usize, mut block: impl FnMut(usize, &mut Vec<f64>)) -> [
         }
     }
     samples.map(|mut s| median(&mut s))
+}
+
+/// The machine's CPU time so far from `/proc/stat`, in clock ticks: busy (user, nice, system,
+/// irq, softirq), idle (idle, iowait) and stolen by the hypervisor (zeros where unreadable).
+/// Stolen time during a block means another guest ran on this machine's cores.
+fn cpu_ticks() -> [u64; 3] {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let f: Vec<u64> = stat
+        .lines()
+        .next()
+        .unwrap_or("")
+        .split_whitespace()
+        .skip(1)
+        .map(|x| x.parse().unwrap_or(0))
+        .collect();
+    let at = |i: usize| f.get(i).copied().unwrap_or(0);
+    [at(0) + at(1) + at(2) + at(5) + at(6), at(3) + at(4), at(7)]
 }
 
 /// Runs `f` and returns its time in `unit`s per second (1e3: milliseconds).
@@ -411,6 +447,7 @@ enum Workload {
 }
 
 fn main() {
+    std::sync::LazyLock::force(&START);
     let args = Cli::parse();
     let quick = args.quick;
     if let d @ Device::Cuda(_) = args.device.device() {

@@ -66,8 +66,17 @@ pub const HUGEPAGES: Switch = Switch {
 /// learner 0 (the switch on) and learner 1 (off), in turns first; prints the medians, the
 /// per-round ratios and the arenas' sizes and the packed factors' (over every compiled graph,
 /// forward and backward, as `janus::stats()` reports them after the last round of each setting).
-fn alternate(sw: Switch, name: &str, rounds: usize, warm: usize, timed_steps: usize, mut steps: [Step; 2]) {
+/// Returns the rounds' medians, per setting, as a line for below the table.
+fn alternate(
+    sw: Switch,
+    name: &str,
+    rounds: usize,
+    warm: usize,
+    timed_steps: usize,
+    mut steps: [Step; 2],
+) -> String {
     let (mut all, mut ratios): ([Vec<f64>; 2], Vec<f64>) = Default::default();
+    let mut per_round: [Vec<String>; 2] = Default::default();
     let (mut arena_mb, mut packed_mb) = ([0.0; 2], [0.0; 2]);
     let mut next = 0;
     for round in 0..rounds {
@@ -87,6 +96,7 @@ fn alternate(sw: Switch, name: &str, rounds: usize, warm: usize, timed_steps: us
             }
             all[k].extend(&times);
             medians[k] = median(&mut times);
+            per_round[k].push(format!("{:.2}", medians[k]));
             let stats = janus::stats();
             arena_mb[k] = stats.fragments.iter().map(|f| f.arena_bytes).sum::<usize>() as f64 / 1e6;
             packed_mb[k] = stats.fragments.iter().map(|f| f.packed_bytes).sum::<usize>() as f64 / 1e6;
@@ -110,6 +120,13 @@ fn alternate(sw: Switch, name: &str, rounds: usize, warm: usize, timed_steps: us
         packed_mb[0],
         packed_mb[1]
     );
+    format!(
+        "{name}, each round's median, ms: {}: {}; {}: {}",
+        sw.on,
+        per_round[0].join(" "),
+        sw.off,
+        per_round[1].join(" ")
+    )
 }
 
 /// The two learners' steps of a model trained with Adam at `lr` on `batches` (`step` runs one).
@@ -150,17 +167,29 @@ pub fn ab(sw: Switch, quick: bool) {
             _ = lstm_lm::janus_sgd_step(m, xs, ys, 0.1);
         }) as Step
     });
-    alternate(sw, "LSTM LM (T=32, B=32, H=128)", rounds, 60, if quick { 5 } else { 30 }, steps);
+    let mut lines =
+        vec![alternate(sw, "LSTM LM (T=32, B=32, H=128)", rounds, 60, if quick { 5 } else { 30 }, steps)];
     let cnn_steps = |m: &mut nn::Sequential, opt: &mut optim::Adam, (x, y): &(Tensor, Tensor)| {
         _ = cnn::train_step(m, opt, x, y);
     };
     let steps = adam_steps(cnn::model(), 1e-3, bench_models::cnn_batches(), cnn_steps);
-    alternate(sw, "CNN (batch 64)", rounds.min(8), 45, if quick { 3 } else { 15 }, steps);
+    lines.push(alternate(sw, "CNN (batch 64)", rounds.min(8), 45, if quick { 3 } else { 15 }, steps));
     let lm_steps =
         |m: &mut transformer_lm::CharTransformer, opt: &mut optim::Adam, (x, y): &(Tensor, Tensor)| {
             _ = transformer_lm::train_step(m, opt, x, y);
         };
     let lm = transformer_lm::CharTransformer::refbench();
     let steps = adam_steps(lm, 3e-4, bench_models::transformer_batches(), lm_steps);
-    alternate(sw, "Transformer (32x64 tokens)", rounds.min(8), 45, if quick { 3 } else { 15 }, steps);
+    lines.push(alternate(
+        sw,
+        "Transformer (32x64 tokens)",
+        rounds.min(8),
+        45,
+        if quick { 3 } else { 15 },
+        steps,
+    ));
+    println!();
+    for l in lines {
+        println!("{l}");
+    }
 }

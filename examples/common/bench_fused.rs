@@ -305,6 +305,27 @@ pub fn fused_cost(quick: bool) {
         "| CartPole log-softmax backward + column sum, [500, 2] (6 instructions) | {e:.2} | {f:.2} | {:.2}x |",
         e / f
     );
+    lane_costs(rounds, calls);
+}
+
+/// The elementwise functions the cells call, each over the 2048 values of one worker's
+/// [16, 128] half spread over [-8, 8], in ns per element (median of `rounds` rounds).
+fn lane_costs(rounds: usize, calls: usize) {
+    use janus_kernels::simd_math::{exp, sigmoid, tanh};
+    let src: Vec<f32> = (0..2048).map(|i| (i as f32 / 2047.0) * 16.0 - 8.0).collect();
+    let mut dst = vec![0.0f32; src.len()];
+    type Lanes = fn(&[f32], &mut [f32]);
+    let fns: [(&str, Lanes); 3] = [("exp", exp), ("sigmoid", sigmoid), ("tanh", tanh)];
+    let mut times: [Vec<f64>; 3] = Default::default();
+    for _ in 0..rounds {
+        for (t, (_, f)) in times.iter_mut().zip(fns) {
+            t.extend(per_call(1, calls, || f(std::hint::black_box(&src), &mut dst)));
+        }
+    }
+    let cells: Vec<String> = (times.iter_mut().zip(fns))
+        .map(|(t, (name, _))| format!("{name} {:.2}", median(t) * 1e3 / src.len() as f64))
+        .collect();
+    println!("\nLane functions over 2048 values in [-8, 8], ns per element: {}", cells.join(", "));
 }
 
 fn same_bits(a: &[Vec<f32>], b: &[Vec<f32>]) -> bool {

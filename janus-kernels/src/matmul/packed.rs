@@ -217,7 +217,6 @@ impl Tile<'_> {
                 }
             }
         }
-        let zero = _mm256_setzero_ps();
         if w == PANEL {
             // A full panel: the destination rows and the bias are read and written in place,
             // by the same adds as the staged path below (so the same bits), without its copies.
@@ -227,53 +226,67 @@ impl Tile<'_> {
                 // SAFETY: `out` and `bias` hold 16 elements each.
                 unsafe {
                     let o = out.as_mut_ptr();
-                    let (mut s0, mut s1) = (lo[r], hi[r]);
-                    if accumulate {
-                        s0 = _mm256_add_ps(_mm256_loadu_ps(o), s0);
-                        s1 = _mm256_add_ps(_mm256_loadu_ps(o.add(8)), s1);
-                    }
-                    s0 = _mm256_add_ps(s0, zero);
-                    s1 = _mm256_add_ps(s1, zero);
-                    if let Some(b) = bias {
-                        s0 = _mm256_add_ps(s0, _mm256_loadu_ps(b.as_ptr()));
-                        s1 = _mm256_add_ps(s1, _mm256_loadu_ps(b.as_ptr().add(8)));
-                    }
+                    let dst = accumulate.then_some(o.cast_const());
+                    let (s0, s1) = epilogue(lo[r], hi[r], dst, bias.map(<[f32]>::as_ptr));
                     _mm256_storeu_ps(o, s0);
                     _mm256_storeu_ps(o.add(8), s1);
                 }
             }
             return;
         }
+        // A partial panel: the `w` columns staged through 16-element rows.
         let mut bias_row = [0.0f32; PANEL];
         if let Some(b) = bias {
             bias_row[..w].copy_from_slice(&b[..w]);
         }
-        // SAFETY: `bias_row` has 16 elements.
-        let (bias_lo, bias_hi) =
-            unsafe { (_mm256_loadu_ps(bias_row.as_ptr()), _mm256_loadu_ps(bias_row.as_ptr().add(8))) };
         for r in 0..R {
             let out = &mut d[r * n + j0..r * n + j0 + w];
             let mut row = [0.0f32; PANEL];
             if accumulate {
                 row[..w].copy_from_slice(out);
             }
-            // SAFETY: `row` has 16 elements.
+            // SAFETY: `row` and `bias_row` have 16 elements.
             unsafe {
-                let (mut s0, mut s1) = (lo[r], hi[r]);
-                if accumulate {
-                    s0 = _mm256_add_ps(_mm256_loadu_ps(row.as_ptr()), s0);
-                    s1 = _mm256_add_ps(_mm256_loadu_ps(row.as_ptr().add(8)), s1);
-                }
-                s0 = _mm256_add_ps(s0, zero);
-                s1 = _mm256_add_ps(s1, zero);
-                if bias.is_some() {
-                    s0 = _mm256_add_ps(s0, bias_lo);
-                    s1 = _mm256_add_ps(s1, bias_hi);
-                }
+                let dst = accumulate.then_some(row.as_ptr());
+                let (s0, s1) = epilogue(lo[r], hi[r], dst, bias.map(|_| bias_row.as_ptr()));
                 _mm256_storeu_ps(row.as_mut_ptr(), s0);
                 _mm256_storeu_ps(row.as_mut_ptr().add(8), s1);
             }
             out.copy_from_slice(&row[..w]);
         }
     }
+}
+
+/// The epilogue of a 16-column row of sums `(lo, hi)`, in the order that defines the bits
+/// (module docs): `dst +` the sums when accumulating, then `+ 0.0`, then the bias. Both paths
+/// of [`Tile::run`] (a full panel in place, a partial one staged) go through it.
+///
+/// # Safety
+/// `dst` and `bias`, where given, must each be valid for reading 16 `f32`s.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+unsafe fn epilogue(
+    lo: std::arch::x86_64::__m256,
+    hi: std::arch::x86_64::__m256,
+    dst: Option<*const f32>,
+    bias: Option<*const f32>,
+) -> (std::arch::x86_64::__m256, std::arch::x86_64::__m256) {
+    use std::arch::x86_64::*;
+    let (mut s0, mut s1) = (lo, hi);
+    // SAFETY: the caller guarantees 16 readable elements behind each pointer.
+    unsafe {
+        if let Some(o) = dst {
+            s0 = _mm256_add_ps(_mm256_loadu_ps(o), s0);
+            s1 = _mm256_add_ps(_mm256_loadu_ps(o.add(8)), s1);
+        }
+        let zero = _mm256_setzero_ps();
+        s0 = _mm256_add_ps(s0, zero);
+        s1 = _mm256_add_ps(s1, zero);
+        if let Some(b) = bias {
+            s0 = _mm256_add_ps(s0, _mm256_loadu_ps(b));
+            s1 = _mm256_add_ps(s1, _mm256_loadu_ps(b.add(8)));
+        }
+    }
+    (s0, s1)
 }

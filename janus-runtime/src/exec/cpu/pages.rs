@@ -106,6 +106,8 @@ impl<T> Drop for ArenaBuf<T> {
 mod tests {
     use super::*;
 
+    /// Under whichever setting the test process has (the mapped path itself: the next test,
+    /// and `tests/opt_in_memory.rs` through the switch).
     #[test]
     fn arenas_start_zeroed_and_hold_their_length_either_way() {
         for len in [0, 10, MIN_BYTES / 4 + 3] {
@@ -116,7 +118,6 @@ mod tests {
             assert!(s.iter().all(|&x| x.to_bits() == 0));
             s.iter_mut().enumerate().for_each(|(i, x)| *x = i as f32);
             assert!(len == 0 || s[len - 1] == (len - 1) as f32);
-            assert!(!a.is_mapped() || len * 4 >= MIN_BYTES);
         }
     }
 
