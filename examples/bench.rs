@@ -1,7 +1,8 @@
 //! The benchmark entry behind the README's performance table: each workload of the examples in
 //! eager mode, in janus mode (with and without the sampled self-check) and in check mode,
 //! measured in interleaved repeats (so machine noise hits every mode alike), as medians of
-//! per-iteration times (like `shared/refbench`) and their ratios. Then the self-check's overhead
+//! per-iteration times (like `shared/refbench`) and their ratios (the LSTM step also as one
+//! loop of steps per mode, the refbench's own method). Then the self-check's overhead
 //! from counters (checks × mean cost ÷ janus time), and the staging coverage of each workload;
 //! the LSTM rows' GEMM throughput as a share of this machine's f32 GEMM peak, measured in the
 //! same run; and (full runs) the dispatch cost of one replay of a tiny block.
@@ -198,6 +199,26 @@ fn lstm(repeats: usize, steps: usize) -> Vec<Row> {
     let [he, hj, hjn, hc] = modes(lstm_lm::janus_sgd_step_host_loop);
     let [ce, cj, cjn, cc] = modes(lstm_lm::janus_sgd_step_clipped);
     let [be, bj, bjn, bc] = modes(lstm_lm::janus_sgd_step_batched);
+    // The speculated step measured as `shared/refbench` measures its peers: each mode's steps
+    // in a row after a warm-up (one loop per mode, no other mode's iterations in between),
+    // two loops per mode, alternating; the median over both loops' steps.
+    let (mut steady, mut model) = ([Vec::new(), Vec::new()], [init.clone(), init.clone()]);
+    for _ in 0..2 {
+        for (k, mode) in [Mode::Eager, Mode::Janus].into_iter().enumerate() {
+            janus::with_mode(mode, || {
+                let n = if mode == Mode::Eager { steps * 3 } else { steps * 8 };
+                for i in 0..n + 20 {
+                    let (xs, ys) = data.batch(next);
+                    let ms = timed(1e3, || _ = lstm_lm::janus_sgd_step(&mut model[k], xs, ys, 0.1));
+                    if i >= 20 {
+                        steady[k].push(ms);
+                    }
+                    next += 1;
+                }
+            });
+        }
+    }
+    let [steady_e, steady_j] = steady.map(|mut s| median(&mut s));
     // The whole step (loss, backward, update) traced as one graph, for reference.
     let traced = trace(lstm_lm::flat_sgd_step);
     let mut p = init.params();
@@ -218,6 +239,11 @@ fn lstm(repeats: usize, steps: usize) -> Vec<Row> {
             workload: "LSTM LM",
             metric: "training step, speculated (one graph), ms",
             values: [Some(e), Some(j), Some(jn), Some(c)],
+        },
+        Row {
+            workload: "LSTM LM",
+            metric: "training step, speculated, steady loops (each mode's steps in a row, as the refbench times its peers), ms",
+            values: [Some(steady_e), Some(steady_j), None, None],
         },
         Row {
             workload: "LSTM LM",
