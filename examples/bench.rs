@@ -21,6 +21,7 @@
 //! cargo run --release --example bench -- --only pack    # shared right factors packed or not, A/B
 //! cargo run --release --example bench -- --only prefetch  # cold operands fetched ahead or not, A/B
 //! cargo run --release --example bench -- --only hugepages  # large arenas in huge pages or not, A/B
+//! cargo run --release --example bench -- --only joins  # small steps joining split chains split or not, A/B
 //! ```
 //!
 //! The LSTM step is the `shared/refbench` workload (T=32, B=32, V=65, H=128, plain SGD lr 0.1);
@@ -468,6 +469,9 @@ enum Workload {
     Prefetch,
     /// Large arenas in huge pages (2 MiB mappings marked `MADV_HUGEPAGE`), or in the allocator's.
     Hugepages,
+    /// Small steps between split steps split too, keeping the workers' chains apart, or left
+    /// whole.
+    Joins,
     /// The fused-program interpreter against one compiled loop over the same functions.
     Fused,
 }
@@ -493,6 +497,7 @@ fn main() {
                 | Workload::Pack
                 | Workload::Prefetch
                 | Workload::Hugepages
+                | Workload::Joins
                 | Workload::Fused
         ),
     };
@@ -514,6 +519,10 @@ fn main() {
     }
     if run(Workload::Hugepages) {
         bench_ab::ab(bench_ab::HUGEPAGES, quick);
+        return;
+    }
+    if run(Workload::Joins) {
+        bench_ab::ab(bench_ab::SPLIT_JOINS, quick);
         return;
     }
     if run(Workload::Stream) {

@@ -7,7 +7,9 @@
 //! - `--only prefetch`: the cold operands of fused steps fetched into the caches while the
 //!   products before them run (`janus::set_prefetch(true)`, opt-in) against none (the default);
 //! - `--only hugepages`: arenas of at least 2 MiB in mappings marked for transparent huge pages
-//!   (`janus::set_hugepages(true)`, opt-in) against the allocator's memory (the default).
+//!   (`janus::set_hugepages(true)`, opt-in) against the allocator's memory (the default);
+//! - `--only joins`: small steps between split steps split too, so the two workers' chains
+//!   do not meet at them (`janus::set_split_joins(true)`, the default), against left whole.
 //!
 //! Each round recompiles (caches reset) and times its last steps, after the two-worker tuner
 //! has chosen; the rounds' median ratios are what to read, as this machine's speed drifts by
@@ -60,6 +62,15 @@ pub const HUGEPAGES: Switch = Switch {
     on: "huge pages",
     off: "allocator",
     default: false,
+};
+
+/// Small steps between split steps split too, or left whole.
+pub const SPLIT_JOINS: Switch = Switch {
+    name: "Small steps joining split chains",
+    set: janus::set_split_joins,
+    on: "split",
+    off: "whole",
+    default: true,
 };
 
 /// Alternates `rounds` rounds of `warm` untimed and `timed_steps` timed calls of the step of

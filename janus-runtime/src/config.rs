@@ -9,6 +9,7 @@
 //! | `JANUS_SERIAL=1` | run compiled steps on the calling thread only (no two-worker schedule) |
 //! | `JANUS_PARALLEL=force` | testing: split every splittable step in halves and run every compiled program on two workers |
 //! | `JANUS_REPLAN=0` | keep the whole program's memory plan for its split steps (see [`set_replan`]) |
+//! | `JANUS_SPLIT_JOINS=0` | leave small steps between split steps whole, joining the two workers' chains (see [`set_split_joins`]) |
 //! | `JANUS_PACK=0\|1` | pack the right factors that several products share, once per run: `1` on, `0` off; unset, on where the CPU has AVX2 but not AVX-512 (see [`set_pack`]) |
 //! | `JANUS_PROFILE=1` | time every CPU executor step (serially); [`crate::profile_report`] prints the table |
 //! | `JANUS_TIMELINE=FILE` | append one two-worker run in 500 to FILE, step by step: worker, start, end, what, `#` step, `w` worker meant for |
@@ -37,6 +38,9 @@ pub struct Config {
     /// Plan the memory of split programs again by pieces of values (on unless
     /// `JANUS_REPLAN=0`; see [`set_replan`]).
     pub replan: bool,
+    /// Split small steps that would join the two workers' row chains (on unless
+    /// `JANUS_SPLIT_JOINS=0`; see [`set_split_joins`]).
+    pub split_joins: bool,
     /// Pack right factors that several `f32` products of a program share, once per run
     /// (`JANUS_PACK=1` or `0`; `None`, unset: see [`pack`]).
     pub pack: Option<bool>,
@@ -72,6 +76,7 @@ pub fn config() -> &'static Config {
         serial: std::env::var("JANUS_SERIAL").is_ok_and(|v| v == "1"),
         force_parallel: std::env::var("JANUS_PARALLEL").is_ok_and(|v| v == "force"),
         replan: std::env::var("JANUS_REPLAN").map_or(true, |v| v != "0"),
+        split_joins: std::env::var("JANUS_SPLIT_JOINS").map_or(true, |v| v != "0"),
         pack: std::env::var("JANUS_PACK").ok().map(|v| v != "0"),
         prefetch: std::env::var("JANUS_PREFETCH").is_ok_and(|v| v == "1"),
         hugepages: std::env::var("JANUS_HUGEPAGES").is_ok_and(|v| v == "1"),
@@ -122,6 +127,7 @@ impl Override {
 
 static SERIAL: Override = Override::unset();
 static REPLAN: Override = Override::unset();
+static SPLIT_JOINS: Override = Override::unset();
 static PACK: Override = Override::unset();
 static PREFETCH: Override = Override::unset();
 static HUGEPAGES: Override = Override::unset();
@@ -150,6 +156,20 @@ pub fn set_replan(on: bool) {
 /// Whether split programs' memory is planned again by pieces (`JANUS_REPLAN`, [`set_replan`]).
 pub fn replan() -> bool {
     REPLAN.get(config().replan)
+}
+
+/// Overrides `JANUS_SPLIT_JOINS` for programs compiled from now on: `true` (the default) also
+/// splits steps too small to split for their own sake when they sit between split steps, fed by
+/// the two halves and feeding split steps (a cross-entropy's backward between an RNN's time
+/// steps), so that the workers' chains stay apart and neither waits for the other at every
+/// step; `false` leaves them whole. For benchmarks comparing both.
+pub fn set_split_joins(on: bool) {
+    SPLIT_JOINS.set(on);
+}
+
+/// Whether small steps joining split chains split too (`JANUS_SPLIT_JOINS`, [`set_split_joins`]).
+pub fn split_joins() -> bool {
+    SPLIT_JOINS.get(config().split_joins)
 }
 
 /// Overrides `JANUS_PACK` for programs compiled from now on: `true` packs each right factor

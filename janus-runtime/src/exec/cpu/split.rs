@@ -20,7 +20,7 @@
 //! and the split program is the one that runs whatever the worker count, so results do not
 //! depend on it.
 
-use crate::exec::lower::{BufRef, FusedSum, Lowered, Step, StepKind, ValRef};
+use crate::exec::lower::{BufRef, FusedSum, Lowered, ReduceKind, Step, StepKind, ValRef};
 use crate::exec::memory::{MemoryPlan, dtype_slot};
 use crate::graph::fused::FusedProgram;
 use crate::ops::{BinaryOp, Op, TensorType};
@@ -43,11 +43,14 @@ pub(crate) fn min_cost() -> u64 {
 pub(crate) fn split_rows(l: &Lowered, min: u64, cost: impl Fn(&StepKind) -> u64) -> Option<Lowered> {
     let mut v = Values { old: l, vals: l.vals.clone(), roots: l.roots.clone(), plan: l.plan.clone() };
     let mut steps = Vec::with_capacity(l.steps.len());
-    for st in &l.steps {
+    let wanted = wanted(l, min, &cost, crate::config::split_joins());
+    for (st, &wanted) in l.steps.iter().zip(&wanted) {
         let reduce_rows = |s: &FusedSum| s.strides.first() == Some(&0);
         let parts: Option<SmallVec<[StepKind; 4]>> = match &st.kind {
-            _ if cost(&st.kind) < min => None,
-            StepKind::Fused { sums, .. } if sums.iter().any(reduce_rows) => summing_halves(&st.kind, &mut v),
+            _ if !wanted => None,
+            StepKind::Fused { sums, .. } if sums.iter().any(reduce_rows) => {
+                summing_halves(&st.kind, &mut v).or_else(|| sums_apart(&st.kind, &mut v))
+            }
             StepKind::MatMul { .. } if contracts_rows(&st.kind, &v) => contraction_halves(&st.kind, &mut v),
             StepKind::Generic { op: Op::Unfold(_) | Op::Fold(_), .. } => window_halves(&st.kind, &mut v),
             kind => halves(kind, &mut v).map(SmallVec::from_iter),
@@ -77,6 +80,48 @@ pub(crate) fn split_rows(l: &Lowered, min: u64, cost: impl Fn(&StepKind) -> u64)
         roots: v.roots,
         memos: l.memos.clone(),
     })
+}
+
+/// Per step, whether to split it: when it costs at least `min`, or, with `joins`, when it
+/// would otherwise join the workers' chains: it reads a value a split step wrote and a split
+/// step reads what it writes (found again as steps join in, so a run of such small steps
+/// splits whole). Left whole, such a step needs both halves done before either chain goes on:
+/// the LSTM step's cross-entropy backward (a `[32, 65]` row sum and a six-instruction program,
+/// each below `min`) made both workers meet at every time step, so whenever one ran slower
+/// (a neighbour on its core) the other waited out the difference 32 times (`JANUS_TIMELINE`:
+/// 80-125 µs per time step with one worker at half speed).
+fn wanted(l: &Lowered, min: u64, cost: &impl Fn(&StepKind) -> u64, joins: bool) -> Vec<bool> {
+    let mut wanted: Vec<bool> = l.steps.iter().map(|st| cost(&st.kind) >= min).collect();
+    if !joins {
+        return wanted;
+    }
+    // Per root value, the steps writing and reading it (or views of it).
+    let mut writers: Vec<SmallVec<[usize; 2]>> = vec![SmallVec::new(); l.vals.len()];
+    let mut readers: Vec<SmallVec<[usize; 4]>> = vec![SmallVec::new(); l.vals.len()];
+    for (s, st) in l.steps.iter().enumerate() {
+        st.kind.writes().into_iter().for_each(|w| writers[l.roots[w]].push(s));
+        st.kind.reads().into_iter().for_each(|r| readers[l.roots[r]].push(s));
+    }
+    loop {
+        let mut grew = false;
+        for (s, st) in l.steps.iter().enumerate() {
+            if wanted[s] {
+                continue;
+            }
+            let fed =
+                st.kind.reads().into_iter().any(|r| writers[l.roots[r]].iter().any(|&w| w != s && wanted[w]));
+            let later = |w: usize| readers[l.roots[w]].iter().copied().filter(move |&t| t > s);
+            let feeds = st.kind.writes().into_iter().any(|w| later(w).any(|t| wanted[t]));
+            let feeds_only = || st.kind.writes().into_iter().all(|w| later(w).all(|t| wanted[t]));
+            if feeds && (fed || feeds_only()) {
+                wanted[s] = true;
+                grew = true;
+            }
+        }
+        if !grew {
+            return wanted;
+        }
+    }
 }
 
 /// The values of the split program: the old ones, then the halves made for the split steps.
@@ -191,6 +236,47 @@ fn summing_halves(kind: &StepKind, v: &mut Values) -> Option<SmallVec<[StepKind;
         });
     }
     steps.extend(sums.iter().zip(&partials).map(|(s, p)| add_partials(v, s.out, p[0], p[1])));
+    Some(steps)
+}
+
+/// A fused step whose sums reduce its rows but are too small for fixed parts
+/// (`SumPlan::parts`: one part below 64K elements, whose bits a split would change), each sum
+/// over one of the program's outputs: the program in row halves without its sums, then each
+/// sum as a reduction of that output, whole (the same sum, row by row in order, as the fused
+/// one and eager's: `janus_kernels::reduce::sum`). The halves keep the workers' chains apart
+/// (a cross-entropy backward's logit gradient and its bias sum); the sums read both halves but
+/// nothing in the chains waits for them.
+fn sums_apart(kind: &StepKind, v: &mut Values) -> Option<SmallVec<[StepKind; 4]>> {
+    let StepKind::Fused { prog, inputs, outputs, reads, sums, span: None } = kind else { return None };
+    let dims = prog.shape.sizes();
+    let mut reductions: SmallVec<[StepKind; 4]> = SmallVec::new();
+    for s in sums {
+        let k = prog.program.outputs.iter().position(|&r| r == s.reg)?;
+        let x = outputs[k];
+        let dense = |i: usize| v.old.vals[i].as_ref().is_some_and(|x| x.layout().is_dense());
+        // The summed dimensions, one run from the first: `ReduceDims` sums `n` positions
+        // between `outer` = 1 and `inner`.
+        let summed = s.strides.iter().take_while(|&&st| st == 0).count();
+        if summed == 0 || s.strides[summed..].contains(&0) || !dense(x) || !dense(s.out) {
+            return None;
+        }
+        let dims = janus_kernels::reduce::ReduceDims {
+            outer: 1,
+            n: dims[..summed].iter().product(),
+            inner: dims[summed..].iter().product(),
+        };
+        reductions.push(StepKind::Reduce { kind: ReduceKind::Sum, x, dims, out: s.out });
+    }
+    let whole = StepKind::Fused {
+        prog: prog.clone(),
+        inputs: inputs.clone(),
+        outputs: outputs.clone(),
+        reads: reads.clone(),
+        sums: Vec::new(),
+        span: None,
+    };
+    let mut steps: SmallVec<[StepKind; 4]> = SmallVec::from_iter(halves(&whole, v)?);
+    steps.extend(reductions);
     Some(steps)
 }
 
@@ -421,7 +507,7 @@ fn halves(kind: &StepKind, v: &mut Values) -> Option<[StepKind; 2]> {
 #[cfg(test)]
 mod tests {
     use super::super::CpuPlan;
-    use crate::exec::lower::{Lowered, StepKind, lower};
+    use crate::exec::lower::{Lowered, ReduceKind, StepKind, lower};
     use crate::exec::memory::tests::Rng;
     use crate::exec::memory::{check, validate};
     use crate::passes::testing::trace;
@@ -722,5 +808,76 @@ mod tests {
             assert!(deps[i].iter().all(|&d| d % 2 == i % 2), "step {i}: {:?}", deps[i]);
             assert_eq!(deps[i].contains(&i.wrapping_sub(2)), i >= 2, "step {i}: {:?}", deps[i]);
         }
+    }
+
+    /// A small step between split steps (a bias and `tanh` between the products of a
+    /// recurrence, below the split threshold) splits too, so the chains do not meet at it;
+    /// without `joins`, or where nothing split reads its result, it stays whole.
+    #[test]
+    fn small_steps_between_split_steps_split_with_them() {
+        let inputs = [Tensor::randn([8, 16]), Tensor::randn([16, 16]), Tensor::randn([16])];
+        let g = trace(&inputs, |x| {
+            let mut h = x[0].clone();
+            for _ in 0..3 {
+                h = h.matmul(&x[1]).tanh() * 2.0;
+            }
+            vec![h]
+        });
+        let (g, _) = crate::passes::optimize(g);
+        let l = lower(&g);
+        let cost = |k: &StepKind| if matches!(k, StepKind::MatMul { .. }) { 100 } else { 1 };
+        let products = l.steps.iter().filter(|st| cost(&st.kind) == 100).count();
+        assert_eq!(products, 3, "{:?}", l.steps);
+        let small: Vec<usize> = (0..l.steps.len()).filter(|&s| cost(&l.steps[s].kind) == 1).collect();
+        // Every small step but the last feeds the next product.
+        let last = *small.last().unwrap();
+        assert_eq!(
+            super::wanted(&l, 10, &cost, false),
+            l.steps.iter().map(|st| cost(&st.kind) == 100).collect::<Vec<_>>()
+        );
+        let joined = super::wanted(&l, 10, &cost, true);
+        for &s in &small {
+            assert_eq!(joined[s], s != last, "step {s} of {:?}", l.steps);
+        }
+    }
+
+    /// A fused program's small sum over its rows of one of its outputs (a cross-entropy
+    /// backward's bias gradient) leaves the program: row halves without the sum, then the sum
+    /// as a reduction, with eager's bits. A sum of a register the program does not output
+    /// keeps the step whole.
+    #[test]
+    fn small_row_sums_of_outputs_leave_their_program() {
+        let inputs = [Tensor::randn([32, 65]), Tensor::randn([1, 65])];
+        let program = |x: &[Tensor]| {
+            let y = (&x[0] * &x[1]).exp() - 1.0;
+            vec![y.sum_dims(&[0], true), y]
+        };
+        assert_eager_bits(&inputs, program, Some(0), |l, s| {
+            assert!(
+                l.steps.iter().any(|st| matches!(&st.kind, StepKind::Fused { sums, .. } if !sums.is_empty()))
+            );
+            let s = s.expect("the program splits");
+            let fused = s
+                .steps
+                .iter()
+                .filter(|st| matches!(&st.kind, StepKind::Fused { sums, .. } if sums.is_empty()));
+            assert_eq!(fused.count(), 2, "{:?}", s.steps);
+            let sums =
+                s.steps.iter().filter(|st| matches!(st.kind, StepKind::Reduce { kind: ReduceKind::Sum, .. }));
+            assert_eq!(sums.count(), 1, "{:?}", s.steps);
+        });
+        let inputs = [inputs[0].clone(), inputs[1].clone(), Tensor::randn([65, 8])];
+        let hidden =
+            |x: &[Tensor]| vec![((&x[0] * &x[1]).exp() * 3.0).sum_dims(&[0], true), x[0].matmul(&x[2])];
+        assert_eager_bits(&inputs, hidden, Some(0), |l, s| {
+            let summing = |l: &Lowered| {
+                l.steps
+                    .iter()
+                    .filter(|st| matches!(&st.kind, StepKind::Fused { sums, .. } if !sums.is_empty()))
+                    .count()
+            };
+            assert_eq!(summing(l), 1, "{:?}", l.steps);
+            assert_eq!(s.map_or(1, summing), 1, "the summing step stays whole");
+        });
     }
 }
