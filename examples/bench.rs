@@ -472,6 +472,8 @@ enum Workload {
     /// Small steps between split steps split too, keeping the workers' chains apart, or left
     /// whole.
     Joins,
+    /// Long steps taken by the first free worker, or kept on the worker their split chose.
+    Long,
     /// The fused-program interpreter against one compiled loop over the same functions.
     Fused,
 }
@@ -498,6 +500,7 @@ fn main() {
                 | Workload::Prefetch
                 | Workload::Hugepages
                 | Workload::Joins
+                | Workload::Long
                 | Workload::Fused
         ),
     };
@@ -523,6 +526,10 @@ fn main() {
     }
     if run(Workload::Joins) {
         bench_ab::ab(bench_ab::SPLIT_JOINS, quick);
+        return;
+    }
+    if run(Workload::Long) {
+        bench_ab::ab(bench_ab::SHARE_LONG, quick);
         return;
     }
     if run(Workload::Stream) {

@@ -9,7 +9,10 @@
 //! - `--only hugepages`: arenas of at least 2 MiB in mappings marked for transparent huge pages
 //!   (`janus::set_hugepages(true)`, opt-in) against the allocator's memory (the default);
 //! - `--only joins`: small steps between split steps split too, so the two workers' chains
-//!   do not meet at them (`janus::set_split_joins(true)`, the default), against left whole.
+//!   do not meet at them (`janus::set_split_joins(true)`, the default), against left whole;
+//! - `--only long`: long steps (weight gradients' products) taken by whichever worker is free
+//!   first (`janus::set_share_long(true)`, the default), against kept on the worker their
+//!   split assigned.
 //!
 //! Each round recompiles (caches reset) and times its last steps, after the two-worker tuner
 //! has chosen; the rounds' median ratios are what to read, as this machine's speed drifts by
@@ -70,6 +73,15 @@ pub const SPLIT_JOINS: Switch = Switch {
     set: janus::set_split_joins,
     on: "split",
     off: "whole",
+    default: true,
+};
+
+/// Long steps taken by the first free worker, or kept where their split put them.
+pub const SHARE_LONG: Switch = Switch {
+    name: "Long steps",
+    set: janus::set_share_long,
+    on: "first free worker",
+    off: "pinned",
     default: true,
 };
 

@@ -10,6 +10,7 @@
 //! | `JANUS_PARALLEL=force` | testing: split every splittable step in halves and run every compiled program on two workers |
 //! | `JANUS_REPLAN=0` | keep the whole program's memory plan for its split steps (see [`set_replan`]) |
 //! | `JANUS_SPLIT_JOINS=0` | leave small steps between split steps whole, joining the two workers' chains (see [`set_split_joins`]) |
+//! | `JANUS_SHARE_LONG=0` | keep each long step on the worker its split assigned, instead of the first free one (see [`set_share_long`]) |
 //! | `JANUS_PACK=0\|1` | pack the right factors that several products share, once per run: `1` on, `0` off; unset, on where the CPU has AVX2 but not AVX-512 (see [`set_pack`]) |
 //! | `JANUS_PROFILE=1` | time every CPU executor step (serially); [`crate::profile_report`] prints the table |
 //! | `JANUS_TIMELINE=FILE` | append one two-worker run in 500 to FILE, step by step: worker, start, end, what, `#` step, `w` worker meant for |
@@ -41,6 +42,9 @@ pub struct Config {
     /// Split small steps that would join the two workers' row chains (on unless
     /// `JANUS_SPLIT_JOINS=0`; see [`set_split_joins`]).
     pub split_joins: bool,
+    /// Let either worker take a long step, even the half of a split one (on unless
+    /// `JANUS_SHARE_LONG=0`; see [`set_share_long`]).
+    pub share_long: bool,
     /// Pack right factors that several `f32` products of a program share, once per run
     /// (`JANUS_PACK=1` or `0`; `None`, unset: see [`pack`]).
     pub pack: Option<bool>,
@@ -77,6 +81,7 @@ pub fn config() -> &'static Config {
         force_parallel: std::env::var("JANUS_PARALLEL").is_ok_and(|v| v == "force"),
         replan: std::env::var("JANUS_REPLAN").map_or(true, |v| v != "0"),
         split_joins: std::env::var("JANUS_SPLIT_JOINS").map_or(true, |v| v != "0"),
+        share_long: std::env::var("JANUS_SHARE_LONG").map_or(true, |v| v != "0"),
         pack: std::env::var("JANUS_PACK").ok().map(|v| v != "0"),
         prefetch: std::env::var("JANUS_PREFETCH").is_ok_and(|v| v == "1"),
         hugepages: std::env::var("JANUS_HUGEPAGES").is_ok_and(|v| v == "1"),
@@ -128,6 +133,7 @@ impl Override {
 static SERIAL: Override = Override::unset();
 static REPLAN: Override = Override::unset();
 static SPLIT_JOINS: Override = Override::unset();
+static SHARE_LONG: Override = Override::unset();
 static PACK: Override = Override::unset();
 static PREFETCH: Override = Override::unset();
 static HUGEPAGES: Override = Override::unset();
@@ -170,6 +176,21 @@ pub fn set_split_joins(on: bool) {
 /// Whether small steps joining split chains split too (`JANUS_SPLIT_JOINS`, [`set_split_joins`]).
 pub fn split_joins() -> bool {
     SPLIT_JOINS.get(config().split_joins)
+}
+
+/// Overrides `JANUS_SHARE_LONG` for programs compiled from now on: `true` (the default) lets
+/// whichever worker is free first take a long step (a weight gradient's product, tens of
+/// microseconds and up), also the half of a split step that its split assigned to the other
+/// worker, so that a slower core does not run the last long halves alone while the other idles;
+/// `false` keeps every half on its worker. Which worker runs a step changes no bits. For
+/// benchmarks comparing both.
+pub fn set_share_long(on: bool) {
+    SHARE_LONG.set(on);
+}
+
+/// Whether long steps go to the first free worker (`JANUS_SHARE_LONG`, [`set_share_long`]).
+pub fn share_long() -> bool {
+    SHARE_LONG.get(config().share_long)
 }
 
 /// Overrides `JANUS_PACK` for programs compiled from now on: `true` packs each right factor

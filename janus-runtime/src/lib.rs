@@ -67,7 +67,7 @@ pub use checkpoint::{LoadReport, load, load_partial, save};
 pub use compile::{Compiled, OutKind, Traced, trace};
 pub use config::{
     Mode, hugepages, pack, prefetch, replan, serial, set_hugepages, set_pack, set_prefetch, set_replan,
-    set_serial, set_split_joins, split_joins,
+    set_serial, set_share_long, set_split_joins, share_long, split_joins,
 };
 pub use device::Device;
 pub use error::{CheckpointError, DeviceError};

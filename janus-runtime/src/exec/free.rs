@@ -99,6 +99,30 @@ fn coupling(f: &Free, s: usize, anc: Option<&Ancestry>, steps: &[Step]) -> u8 {
     class
 }
 
+/// Whether the steps between `last` and `first` in step order that `first` depends on (all of
+/// them without `anc`) do at least `min` of the work `work` counts (per step, the work of the
+/// steps before it). Steps that `first` does not depend on may run beside `last` on the other
+/// worker: counted, they let the LSTM step's second half of `W_h`'s gradient (0.9 ms) take the
+/// range of the `W_x` gradient's half the first half had just been summed from, because the
+/// first half of `W_h`'s (33M) came between them in step order, so it waited for the `W_x`
+/// gradient, and the step's end for it (`JANUS_TIMELINE`).
+fn settled(work: &[u64], min: u64, anc: Option<&Ancestry>, first: usize, last: usize) -> bool {
+    if work[first] < work[last + 1] + min {
+        return false;
+    }
+    let Some(anc) = anc else { return true };
+    let mut done = 0;
+    for t in (last + 1..first).rev() {
+        if anc.precedes(t, first) {
+            done += work[t + 1] - work[t];
+            if done >= min {
+                return true;
+            }
+        }
+    }
+    false
+}
+
 /// What [`FreeList::find`] may lay a value over when no free range fits without ordering a
 /// writer of it after a step on the other worker.
 #[derive(Clone, Copy)]
@@ -197,7 +221,7 @@ impl FreeList {
                 let tight = (hi - lo, p != lo && p + need != hi, p);
                 let key = match (c, fallback) {
                     (2, Fallback::FreedFirst) => (2, last, false, p),
-                    (2, Fallback::Settled { work, min }) if work[first] >= work[last + 1] + min => {
+                    (2, Fallback::Settled { work, min }) if settled(work, min, anc, first, last) => {
                         (1, tight.0, tight.1, tight.2)
                     }
                     (2, Fallback::Settled { .. }) => return,
@@ -256,6 +280,30 @@ mod tests {
     fn steps(workers: &[u8]) -> Vec<Step> {
         let copy = |w: usize| StepKind::Copy { x: 1000 + w, out: w };
         workers.iter().enumerate().map(|(k, &worker)| Step { kind: copy(k), worker }).collect()
+    }
+
+    /// A range the other worker's step freed is reused only past enough work the new writer
+    /// depends on: work of steps it does not depend on may run beside it, and does not count.
+    #[test]
+    fn settled_work_counts_only_what_the_writer_follows() {
+        for reads_the_long_step in [false, true] {
+            // Step 0 (worker 1) used the range; step 1 (worker 2) is long; step 2 (worker 2)
+            // places a value, reading step 1's output or not.
+            let x = if reads_the_long_step { 1 } else { 1002 };
+            let kinds = [
+                StepKind::Copy { x: 1000, out: 0 },
+                StepKind::Copy { x: 1001, out: 1 },
+                StepKind::Copy { x, out: 2 },
+            ];
+            let s: Vec<Step> =
+                kinds.into_iter().zip([1, 2, 2]).map(|(kind, worker)| Step { kind, worker }).collect();
+            let anc = super::Ancestry::new(&s, 1004, |v| (v, 0, 1));
+            let mut free = FreeList::default();
+            free.release(0, 8, smallvec![0], 0);
+            let settled = Fallback::Settled { work: &[0, 1, 1 << 30, (1 << 30) + 1], min: 1 << 20 };
+            let p = free.find(8, 8, &[(2, 0, 8)], anc.as_ref(), &s, settled);
+            assert_eq!(p.is_some(), reads_the_long_step, "reads the long step: {reads_the_long_step}");
+        }
     }
 
     /// Free ranges keep their own users: a value laid over the range its own worker freed is

@@ -11,7 +11,7 @@
 //! program's step order (`memory::place`): a range is reused where each writer of the new
 //! piece already follows every step that touched the old occupant of the elements it writes,
 //! through the elements it reads, or where those steps ran on its own worker, or long enough
-//! before it ([`SETTLED_WORK`]); else the piece takes fresh space. The plan is kept only if
+//! before it, counting the steps it depends on ([`SETTLED_WORK`]); else the piece takes fresh space. The plan is kept only if
 //! its arena is no larger than the whole program's: on this 2-core machine a larger footprint
 //! cost the CNN and Transformer steps more than the couplings did (README, "Performance").
 
@@ -21,7 +21,8 @@ use crate::exec::memory::{Placed, Unit, place};
 use crate::shape::{Shape, Strides};
 
 /// Estimated work (`schedule::cost`) between the last user of a range and the first writer of
-/// a new piece, in step order, past which reusing the range orders nothing that has not
+/// a new piece, in step order, counting only steps that writer depends on (`free::settled`),
+/// past which reusing the range orders nothing that has not
 /// already happened: about 20 µs of GEMM per worker. In-process alternations of the LSTM step
 /// (`cargo run --release --example bench -- --only replan`) ran as fast with 4M as with no
 /// such reuse at all (and its arena shrank by a fifth); 1M was slower.

@@ -126,12 +126,22 @@ pub(crate) fn build(l: &Lowered) -> Schedule {
             100.0 * critical as f64 / total.max(1) as f64
         );
     }
+    let long: Vec<bool> = l.steps.iter().map(|st| long(l, &st.kind)).collect();
     Schedule {
         preds: preds_of.iter().map(|p| p.len() as u32).collect(),
         succs,
         rank,
-        worker: l.steps.iter().map(|st| st.worker).collect(),
-        long: l.steps.iter().map(|st| long(l, &st.kind)).collect(),
+        // A long step goes to whichever worker is free first, even the half of a split step:
+        // pinned, the slower core ran both of its weight-gradient halves at the LSTM step's
+        // end (~0.5 and ~0.8 ms) while the other idled ~0.8 ms (`JANUS_TIMELINE`;
+        // `JANUS_SHARE_LONG=0` keeps them pinned). Which worker runs a step changes no bits,
+        // and a long step's time dwarfs the cost of writing lines the other core held (the
+        // reason halves are pinned, see `STEAL_SPINS`).
+        worker: {
+            let share = crate::config::share_long();
+            l.steps.iter().zip(&long).map(|(st, &long)| if long && share { 0 } else { st.worker }).collect()
+        },
+        long,
         // Only when the work is large and the critical path leaves a tenth of it to overlap;
         // the tuner then measures whether two workers beat the calling thread.
         parallel: rayon::current_num_threads() >= 2
@@ -560,7 +570,40 @@ impl Tuner {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::exec::lower::lower;
+    use crate::passes::testing::trace;
+    use crate::tensor::Tensor;
     use std::time::Duration;
+
+    /// The halves of a long split step (a weight gradient's product, split by its contraction)
+    /// go to whichever worker is free first; the halves of short steps stay on the worker their
+    /// split chose.
+    #[test]
+    fn long_halves_go_to_either_worker_and_short_ones_stay_pinned() {
+        if !crate::config::share_long() {
+            eprintln!("skipped: JANUS_SHARE_LONG=0 pins long halves");
+            return;
+        }
+        crate::random::manual_seed(3);
+        let inputs = [Tensor::randn([256, 128]), Tensor::randn([256, 512]), Tensor::randn([256, 512])];
+        let g = trace(&inputs, |x| vec![x[0].t().matmul(&x[1]), (&x[1] * 2.0 + &x[2]).tanh()]);
+        let (g, _) = crate::passes::optimize(g);
+        let l = lower(&g);
+        let plan = super::super::CpuPlan::with_options(&l, Some(0), false);
+        let split = plan.split.as_ref().expect("the program splits");
+        let sched = &plan.schedule;
+        let (mut long, mut short) = (0, 0);
+        for (s, step) in split.steps.iter().enumerate().filter(|(_, st)| st.worker != 0) {
+            if sched.long[s] {
+                assert_eq!(sched.worker[s], 0, "long half {s} is pinned");
+                long += 1;
+            } else {
+                assert_eq!(sched.worker[s], step.worker, "short half {s} moved");
+                short += 1;
+            }
+        }
+        assert!(long >= 2 && short >= 2, "{long} long and {short} short halves");
+    }
 
     /// The tuner alternates while it measures, skips the warm-up runs, and keeps the mode with
     /// the lower median.
