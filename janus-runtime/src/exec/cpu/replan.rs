@@ -11,9 +11,10 @@
 //! program's step order (`memory::place`): a range is reused where each writer of the new
 //! piece already follows every step that touched the old occupant of the elements it writes,
 //! through the elements it reads, or where those steps ran on its own worker, or long enough
-//! before it, counting the steps it depends on ([`SETTLED_WORK`]); else the piece takes fresh space. The plan is kept only if
-//! its arena is no larger than the whole program's: on this 2-core machine a larger footprint
-//! cost the CNN and Transformer steps more than the couplings did (README, "Performance").
+//! before it, counting the steps it depends on ([`SETTLED_WORK`]); else the piece takes fresh
+//! space. The plan is kept only if its arena is no larger than the whole program's: on this
+//! 2-core machine a larger footprint cost the CNN and Transformer steps more than the
+//! couplings did (README, "Performance").
 
 use crate::exec::free::Fallback;
 use crate::exec::lower::{BufRef, Lowered, StepKind, ValRef};
