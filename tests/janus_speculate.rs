@@ -4,6 +4,8 @@
 //! runs the fragment path. Every test compares with eager mode call by call, and asserts that
 //! speculative replays happened.
 
+mod common;
+
 use janus::prelude::*;
 use janus::rt::EagerKind;
 
@@ -103,11 +105,7 @@ fn a_training_step_runs_as_one_graph() {
     assert!(whole.hits >= 45, "{}", janus::explain());
     // Once the function graph replays, its blocks are not even entered (except, under
     // `JANUS_MODE=check`, by the statements each replay is checked against).
-    let on_purpose = |k: &EagerKind| matches!(k, EagerKind::ModeEager | EagerKind::Checked);
-    let inner_calls: u64 = (d.fragments.iter())
-        .filter(|f| f.name.starts_with("adam_step#") && f.name != "adam_step#fn")
-        .map(|f| f.calls - f.eager_runs.iter().filter(|(k, _)| on_purpose(k)).map(|(_, n)| n).sum::<u64>())
-        .sum();
+    let inner_calls = common::inner_block_calls(&d, "adam_step");
     assert!(inner_calls <= 10, "inner blocks entered {inner_calls} times: {}", janus::explain());
 }
 

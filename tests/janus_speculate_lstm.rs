@@ -6,6 +6,7 @@
 //! follows the per-timestep one. A function with an opaque
 //! input is never speculated, and `explain()` says why.
 
+mod common;
 #[path = "../examples/common/lstm_lm.rs"]
 mod lstm_lm;
 
@@ -75,16 +76,12 @@ fn the_flagship_adam_step_is_one_graph_and_equals_eager_over_50_steps() {
     let whole = fn_stats(&d, "train_step");
     assert_eq!(whole.hits, 45, "{}", janus::explain());
     assert_eq!(whole.assert_failures, 0);
-    let on_purpose = |k: &EagerKind| matches!(k, EagerKind::ModeEager | EagerKind::Checked);
-    let entered: u64 = (d.fragments.iter())
-        .filter(|f| f.name.starts_with("train_step#") && f.name != "train_step#fn")
-        .map(|f| f.calls - f.eager_runs.iter().filter(|(k, _)| on_purpose(k)).map(|(_, n)| n).sum::<u64>())
-        .sum();
+    let entered = common::inner_block_calls(&d, "train_step");
     assert_eq!(entered, 0, "blocks entered under the graph: {}", janus::explain());
     let eager_in_janus: u64 = (d.fragments.iter())
         .filter(|f| f.name.starts_with("train_step#"))
         .flat_map(|f| f.eager_ops.iter())
-        .filter(|(k, _)| !on_purpose(k))
+        .filter(|(k, _)| !common::on_purpose(k))
         .map(|(_, n)| n)
         .sum();
     assert_eq!(eager_in_janus, 0, "ops ran eagerly in janus mode: {}", janus::explain());

@@ -62,3 +62,19 @@ pub fn assert_grads(name: &str, inputs: &[Tensor], f: &dyn Fn(&[Tensor]) -> Tens
     let err = grad_check(inputs, f);
     assert!(err <= 1e-6, "{name}: gradient relative error {err:e} > 1e-6");
 }
+
+/// Whether a block's eager run was asked for (eager mode, or the statements a checked replay is
+/// compared with) rather than a fallback of janus mode.
+pub fn on_purpose(k: &janus::rt::EagerKind) -> bool {
+    matches!(k, janus::rt::EagerKind::ModeEager | janus::rt::EagerKind::Checked)
+}
+
+/// How many times `func`'s blocks other than its whole-function fragment (`func#fn`) were
+/// entered in `d`, not counting the eager runs asked for ([`on_purpose`]).
+pub fn inner_block_calls(d: &janus::rt::Stats, func: &str) -> u64 {
+    let prefix = format!("{func}#");
+    (d.fragments.iter())
+        .filter(|f| f.name.starts_with(&prefix) && f.name != format!("{func}#fn"))
+        .map(|f| f.calls - f.eager_runs.iter().filter(|(k, _)| on_purpose(k)).map(|(_, n)| n).sum::<u64>())
+        .sum()
+}
