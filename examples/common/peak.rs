@@ -2,14 +2,14 @@
 //! the same run, and the GEMM work of the LSTM step, so each LSTM row can report its achieved
 //! GFLOP/s and its share of that peak.
 
-use janus_kernels::matmul::{MatLayout, MatmulDims, matmul};
+use janus_kernels::matmul::{MatLayout, MatmulDims, matmul, matmul_bias};
 use std::time::Instant;
 
 /// The best of `runs` f32 products `[n, n] @ [n, n]` through the kernel crate's GEMM (the
 /// `gemm` crate, on every rayon thread), in GFLOP/s. The best, not the median: a peak is what
 /// the machine can do, and noise only ever slows a run.
 pub fn gemm_peak_gflops(n: usize, runs: usize) -> f64 {
-    let ms = product_times(n, n, n, runs).into_iter().fold(f64::INFINITY, f64::min);
+    let ms = product_times(n, n, n, false, runs).into_iter().fold(f64::INFINITY, f64::min);
     2.0 * (n * n * n) as f64 / (ms * 1e-3) / 1e9
 }
 
@@ -45,7 +45,7 @@ pub fn lstm_step_gemm_floor_ms(t: usize, b: usize, v: usize, h: usize, runs: usi
         (h, t * b, v, 1),     // hᵀ @ dy
     ];
     let ms = janus_kernels::parallel::serial(|| {
-        products.iter().map(|&(m, k, n, count)| count as f64 * product_ms(m, k, n, runs)).sum::<f64>()
+        products.iter().map(|&(m, k, n, count)| count as f64 * product_ms(m, k, n, false, runs)).sum::<f64>()
     });
     ms / 2.0
 }
@@ -66,24 +66,36 @@ pub fn column_tail_us(runs: usize) -> Vec<(usize, usize, usize, f64)> {
         (128, 512, 65),
     ];
     janus_kernels::parallel::serial(|| {
-        shapes.iter().map(|&(m, k, n)| (m, k, n, 1e3 * product_ms(m, k, n, runs))).collect()
+        shapes.iter().map(|&(m, k, n)| (m, k, n, 1e3 * product_ms(m, k, n, false, runs))).collect()
     })
 }
 
-/// The median time of one `[m, k] @ [k, n]` product, in ms.
-fn product_ms(m: usize, k: usize, n: usize, runs: usize) -> f64 {
-    let mut times = product_times(m, k, n, runs);
+/// CartPole's short contractions on one thread, a half of each as two workers run them: the
+/// input layer `[250, 4] @ [4, 128] + b` and the gradient product `[250, 2] @ [2, 128]`, with
+/// the longest contraction of that kernel (`k = 8`) next to them. `(m, k, n, bias, µs)` per
+/// product, the median of `runs`.
+pub fn short_contraction_us(runs: usize) -> Vec<(usize, usize, usize, bool, f64)> {
+    let shapes = [(250, 4, 128, true), (250, 2, 128, false), (250, 8, 128, false), (250, 8, 128, true)];
+    janus_kernels::parallel::serial(|| {
+        shapes.iter().map(|&(m, k, n, b)| (m, k, n, b, 1e3 * product_ms(m, k, n, b, runs))).collect()
+    })
+}
+
+/// The median time of one `[m, k] @ [k, n]` product (plus a bias row when `bias`), in ms.
+fn product_ms(m: usize, k: usize, n: usize, bias: bool, runs: usize) -> f64 {
+    let mut times = product_times(m, k, n, bias, runs);
     times.sort_by(f64::total_cmp);
     times[times.len() / 2]
 }
 
-/// `runs` timings of one `[m, k] @ [k, n]` f32 product, in ms each, after a warm-up run that
-/// pays for page faults and packing buffers. Short products repeat within one timing, so the
-/// clock's resolution does not matter.
-fn product_times(m: usize, k: usize, n: usize, runs: usize) -> Vec<f64> {
+/// `runs` timings of one `[m, k] @ [k, n]` f32 product (plus a bias row when `bias`), in ms
+/// each, after a warm-up run that pays for page faults and packing buffers. Short products
+/// repeat within one timing, so the clock's resolution does not matter.
+fn product_times(m: usize, k: usize, n: usize, bias: bool, runs: usize) -> Vec<f64> {
     let a: Vec<f32> = (0..m * k).map(|i| (i % 7) as f32 * 0.1).collect();
     let b: Vec<f32> = (0..k * n).map(|i| (i % 5) as f32 * 0.1).collect();
     let mut c = vec![0f32; m * n];
+    let row: Vec<f32> = (0..n).map(|j| (j % 3) as f32 * 0.1).collect();
     let dims = MatmulDims { batch: 1, m, n, k };
     let (la, lb) = (MatLayout::row_major(m, k), MatLayout::row_major(k, n));
     let reps = (1usize << 24).div_ceil(m * n * k).max(1);
@@ -91,7 +103,11 @@ fn product_times(m: usize, k: usize, n: usize, runs: usize) -> Vec<f64> {
         .map(|_| {
             let t = Instant::now();
             for _ in 0..reps {
-                matmul(dims, &a, la, &b, lb, &mut c, false);
+                if bias {
+                    matmul_bias(dims, &a, la, &b, lb, &row, &mut c);
+                } else {
+                    matmul(dims, &a, la, &b, lb, &mut c, false);
+                }
             }
             t.elapsed().as_secs_f64() * 1e3 / reps as f64
         })

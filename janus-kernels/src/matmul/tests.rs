@@ -40,6 +40,39 @@ fn narrow_products_read_padded_right_factors() {
     }
 }
 
+/// The short-contraction kernel (`k <= 8`, 64- and 16-wide blocks, then single columns): each
+/// element is the FMAs in order of `p` from +0.0, then `+ 0.0`, then the bias or `dst +`, bit
+/// for bit, for column counts that reach every kind of block.
+#[test]
+fn short_contractions_are_ordered_fma_sums_in_every_block() {
+    for (m, k) in [(3, 1), (5, 4), (2, 8)] {
+        for n in [16, 17, 64, 80, 97, 145] {
+            let a: Vec<f32> = (0..m * k).map(|i| (i as f32 * 0.37).sin()).collect();
+            let b: Vec<f32> = (0..k * n).map(|i| (i as f32 * 0.11).cos() * 3.0).collect();
+            let bias: Vec<f32> = (0..n).map(|j| (j as f32 * 0.5).sin()).collect();
+            let c: Vec<f32> = (0..m * n).map(|i| (i as f32 * 1.3).cos() * 10.0).collect();
+            let sum =
+                |i: usize, j: usize| (0..k).fold(0.0f32, |s, p| a[i * k + p].mul_add(b[p * n + j], s)) + 0.0;
+            let dims = MatmulDims { batch: 1, m, n, k };
+            let (al, bl) = (MatLayout::row_major(m, k), MatLayout::row_major(k, n));
+            let mut plain = vec![7.0f32; m * n];
+            matmul(dims, &a, al, &b, bl, &mut plain, false);
+            let mut biased = vec![7.0f32; m * n];
+            matmul_bias(dims, &a, al, &b, bl, &bias, &mut biased);
+            let mut acc = c.clone();
+            matmul(dims, &a, al, &b, bl, &mut acc, true);
+            for i in 0..m {
+                for j in 0..n {
+                    let (s, at) = (sum(i, j), format!("m={m} n={n} k={k} at ({i}, {j})"));
+                    assert_eq!(plain[i * n + j].to_bits(), s.to_bits(), "plain, {at}");
+                    assert_eq!(biased[i * n + j].to_bits(), (s + bias[j]).to_bits(), "bias, {at}");
+                    assert_eq!(acc[i * n + j].to_bits(), (c[i * n + j] + s).to_bits(), "accumulating, {at}");
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn all_transpose_combinations_and_gemv() {
     for &(m, n, k) in &[
