@@ -103,11 +103,13 @@ fn loads_read_in_place_and_their_registers_are_reused() {
 
 /// `x * 2 + b` (b broadcast over dim 0), stored, and summed over every subset of dims:
 /// the same bits as `sum_dims` on the stored result (the eager sum), in and out of parallel
-/// runs, for small and large shapes whose rows cross tiles and parts.
+/// runs, for small and large shapes whose rows cross tiles and parts (short rows and columns,
+/// `[600, 2, 3]`, cross tiles mid-row).
 #[test]
 fn sums_give_the_bits_of_sum_dims_on_the_stored_result() {
     let prog = Program { instrs: twice_a_plus_b().to_vec(), num_regs: 4, outputs: vec![3] };
-    for shape in [[3, 5, 7], [7, 5, 301], [2, 1, 33], [64, 16, 97], [5, 3, 5000], [1, 1, 70_001]] {
+    for shape in [[3, 5, 7], [7, 5, 301], [2, 1, 33], [64, 16, 97], [5, 3, 5000], [1, 1, 70_001], [600, 2, 3]]
+    {
         let n: usize = shape.iter().product();
         let a: Vec<f32> = (0..n).map(|i| ((i * 7919 % 2003) as f32 - 1000.0) / 97.0).collect();
         let b: Vec<f32> = (0..shape[1] * shape[2]).map(|i| (i % 13) as f32 * 0.37).collect();

@@ -172,6 +172,12 @@ impl SumPlan {
         SumPlan { plan, inner, row }
     }
 
+    /// Whether the sum is over the leading dimension of a dense `[rows, row]` into `[row]`:
+    /// position `o` adds into result `o % row`.
+    fn columns(&self) -> bool {
+        self.plan.shape.len() == 2 && self.plan.strides[0][..] == [0, 1]
+    }
+
     /// The fixed partition of `total` positions: the number of parts and the length of each
     /// (the last may be shorter). A sum that keeps the first dimension (`rows`: its length)
     /// splits between whole rows of it, where no result has terms in two parts, so its bits
@@ -200,6 +206,16 @@ impl SumPlan {
         state: &mut RowSum<T>,
     ) {
         let (s, row) = (self.inner, self.row);
+        if s == 1 && row < 16 && self.columns() {
+            // Sums down short columns (a `[500, 2]` bias gradient): one pass over the tile,
+            // not a run per row of two; each sum still takes its terms in row order.
+            let mut c = start % row;
+            for &x in vals {
+                acc[c] += x;
+                c = if c + 1 == row { 0 } else { c + 1 };
+            }
+            return;
+        }
         // One SIMD dispatch per tile, not per run (see `sum_dims`).
         with_best_simd(
             #[inline(always)]
@@ -211,6 +227,15 @@ impl SumPlan {
                             // The run `sum_dims` sums at once: this row, clipped to the part.
                             let begin = (o - o % row).max(part.start);
                             let end = (o - o % row + row).min(part.end);
+                            if end - begin < 16 {
+                                // No whole lanes: the sum is its tail, after the lanes' +0.0
+                                // (`finish` without adding sixteen zeros per row).
+                                v.iter().for_each(|&x| state.tail += x);
+                                if o + len == end {
+                                    acc[p] += T::ZERO + std::mem::replace(&mut state.tail, T::ZERO);
+                                }
+                                return;
+                            }
                             state.feed(o - begin, end - begin, v);
                             if o + len == end {
                                 acc[p] += state.finish();
