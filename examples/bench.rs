@@ -562,11 +562,11 @@ fn main() {
     if run(Workload::Cartpole) {
         workload("CartPole");
         rows.extend(cartpole(repeats, 500 * scale, 4 * scale));
-        let cells: Vec<String> = peak::short_contraction_us(9)
+        let cells: Vec<String> = peak::narrow_product_us(9)
             .iter()
             .map(|(m, k, n, b, us)| format!("[{m},{k}]@[{k},{n}]{} {us:.2}", if *b { "+b" } else { "" }))
             .collect();
-        println!("CartPole's short contractions (one thread, median of 9, µs): {}", cells.join(", "));
+        println!("CartPole's narrow products (one thread, median of 9, µs): {}", cells.join(", "));
     }
     if run(Workload::Tree) {
         workload("TreeRNN");

@@ -70,12 +70,18 @@ pub fn column_tail_us(runs: usize) -> Vec<(usize, usize, usize, f64)> {
     })
 }
 
-/// CartPole's short contractions on one thread, a half of each as two workers run them: the
-/// input layer `[250, 4] @ [4, 128] + b` and the gradient product `[250, 2] @ [2, 128]`, with
-/// the longest contraction of that kernel (`k = 8`) next to them. `(m, k, n, bias, µs)` per
-/// product, the median of `runs`.
-pub fn short_contraction_us(runs: usize) -> Vec<(usize, usize, usize, bool, f64)> {
-    let shapes = [(250, 4, 128, true), (250, 2, 128, false), (250, 8, 128, false), (250, 8, 128, true)];
+/// CartPole's narrow products on one thread, a half of each as two workers run them: the input
+/// layer `[250, 4] @ [4, 128] + b`, the gradient product `[250, 2] @ [2, 128]` and the longest
+/// contraction of that kernel (`k = 8`), then the output layer `[250, 128] @ [128, 2] + b`
+/// (the few-columns kernel). `(m, k, n, bias, µs)` per product, the median of `runs`.
+pub fn narrow_product_us(runs: usize) -> Vec<(usize, usize, usize, bool, f64)> {
+    let shapes = [
+        (250, 4, 128, true),
+        (250, 2, 128, false),
+        (250, 8, 128, false),
+        (250, 8, 128, true),
+        (250, 128, 2, true),
+    ];
     janus_kernels::parallel::serial(|| {
         shapes.iter().map(|&(m, k, n, b)| (m, k, n, b, 1e3 * product_ms(m, k, n, b, runs))).collect()
     })

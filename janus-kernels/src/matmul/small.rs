@@ -136,16 +136,26 @@ pub(super) fn narrow<T: Float>(
         }
     }
     if al.col_stride == 1 {
-        // Rows of a contiguous: one dot product per output.
+        // Rows of a contiguous: one dot product per output, four rows at a time so that four
+        // chains of FMAs overlap (one at a time, `[250, 128] @ [128, 2]` was latency-bound).
+        let store = |o: &mut T, s: T| *o = if accumulate { *o + (s + T::ZERO) } else { s + T::ZERO };
         with_best_simd(
             #[inline(always)]
             || {
-                for i in 0..m {
-                    let row = &a[i * al.row_stride..i * al.row_stride + k];
+                let row = |i: usize| &a[i * al.row_stride..i * al.row_stride + k];
+                let mut i = 0;
+                while i + 4 <= m {
                     for j in 0..n {
-                        let s = dot(row, &rt[j * k..(j + 1) * k]);
-                        let o = &mut d[i * n + j];
-                        *o = if accumulate { *o + (s + T::ZERO) } else { s + T::ZERO };
+                        let s = dots([row(i), row(i + 1), row(i + 2), row(i + 3)], &rt[j * k..(j + 1) * k]);
+                        for (r, s) in s.into_iter().enumerate() {
+                            store(&mut d[(i + r) * n + j], s);
+                        }
+                    }
+                    i += 4;
+                }
+                for i in i..m {
+                    for j in 0..n {
+                        store(&mut d[i * n + j], dot(row(i), &rt[j * k..(j + 1) * k]));
                     }
                 }
             },
@@ -300,6 +310,41 @@ fn column_sums<T: Float, const N: usize>(
             *o = if accumulate { *o + (s + T::ZERO) } else { s + T::ZERO };
         }
     }
+}
+
+/// [`dot`] of four rows with one column, the rows' chains interleaved (four accumulators in
+/// locals: an array of them was spilled and scalarised by LLVM): each result has the bits of
+/// its own `dot`.
+#[inline(always)]
+fn dots<T: Float>(rows: [&[T]; 4], b: &[T]) -> [T; 4] {
+    let len = rows.iter().fold(b.len(), |l, r| l.min(r.len()));
+    let [r0, r1, r2, r3] = rows.map(|r| &r[..len]);
+    let b = &b[..len];
+    let (mut a0, mut a1, mut a2, mut a3) = ([T::ZERO; 16], [T::ZERO; 16], [T::ZERO; 16], [T::ZERO; 16]);
+    let mut p = 0;
+    while p + 16 <= len {
+        let y: &[T; 16] = b[p..p + 16].try_into().unwrap();
+        let x0: &[T; 16] = r0[p..p + 16].try_into().unwrap();
+        let x1: &[T; 16] = r1[p..p + 16].try_into().unwrap();
+        let x2: &[T; 16] = r2[p..p + 16].try_into().unwrap();
+        let x3: &[T; 16] = r3[p..p + 16].try_into().unwrap();
+        a0 = std::array::from_fn(|l| x0[l].mul_add(y[l], a0[l]));
+        a1 = std::array::from_fn(|l| x1[l].mul_add(y[l], a1[l]));
+        a2 = std::array::from_fn(|l| x2[l].mul_add(y[l], a2[l]));
+        a3 = std::array::from_fn(|l| x3[l].mul_add(y[l], a3[l]));
+        p += 16;
+    }
+    let close = |r: &[T], acc: [T; 16]| {
+        let mut s = T::ZERO;
+        for q in p..len {
+            s = r[q].mul_add(b[q], s);
+        }
+        for v in acc {
+            s += v;
+        }
+        s
+    };
+    [close(r0, a0), close(r1, a1), close(r2, a2), close(r3, a3)]
 }
 
 /// `Σ a[p]·b[p]` in sixteen interleaved partial sums (a long chain of dependent adds is

@@ -73,6 +73,40 @@ fn short_contractions_are_ordered_fma_sums_in_every_block() {
     }
 }
 
+/// The few-columns kernel (`n <= 4`, `k >= 16`, rows of `a` contiguous, four rows at a time
+/// and then one): each element is its own dot product, sixteen FMA chains over `p` from +0.0
+/// and the tail's chain, added in order, then `+ 0.0` and the bias, bit for bit.
+#[test]
+fn few_column_products_are_dot_products_whatever_the_row_grouping() {
+    for (m, k) in [(9, 16), (4, 40), (3, 128), (11, 131)] {
+        for n in 1..=4 {
+            let a: Vec<f32> = (0..m * k).map(|i| (i as f32 * 0.37).sin()).collect();
+            let b: Vec<f32> = (0..k * n).map(|i| (i as f32 * 0.11).cos() * 3.0).collect();
+            let bias: Vec<f32> = (0..n).map(|j| j as f32 - 1.5).collect();
+            let dot = |i: usize, j: usize| {
+                let (x, y) = (|p: usize| a[i * k + p], |p: usize| b[p * n + j]);
+                let mut acc = [0.0f32; 16];
+                let full = k / 16 * 16;
+                for p in 0..full {
+                    acc[p % 16] = x(p).mul_add(y(p), acc[p % 16]);
+                }
+                let s = (full..k).fold(0.0f32, |s, p| x(p).mul_add(y(p), s));
+                acc.iter().fold(s, |s, &v| s + v) + 0.0
+            };
+            let dims = MatmulDims { batch: 1, m, n, k };
+            let (al, bl) = (MatLayout::row_major(m, k), MatLayout::row_major(k, n));
+            let mut got = vec![7.0f32; m * n];
+            matmul_bias(dims, &a, al, &b, bl, &bias, &mut got);
+            for i in 0..m {
+                for j in 0..n {
+                    let want = dot(i, j) + bias[j];
+                    assert_eq!(got[i * n + j].to_bits(), want.to_bits(), "m={m} n={n} k={k} at ({i}, {j})");
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn all_transpose_combinations_and_gemv() {
     for &(m, n, k) in &[
