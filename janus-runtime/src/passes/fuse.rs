@@ -535,8 +535,18 @@ fn emit_group(r: &mut Rewriter<'_>, members: &[usize], dtype: DType, escapes: &[
                 srcs.push(operand(*a, &mut regs, &mut instrs));
             }
         }
-        let d = regs.alloc();
-        {
+        // A bool -> float cast that reads its operand last (an operand that is no output of
+        // the group): the operand's 0/1 register is the result, with no instruction. The copy
+        // was a pass per tile, a third of a ReLU backward's `(x > 0) as f32 * g`.
+        let a0 = node.inputs.first().map(|a| a.index());
+        let alias = matches!(op, Op::Cast(c) if c.dtype != DType::Bool)
+            && a0.is_some_and(|a| {
+                g.nodes[a].ty.dtype == DType::Bool
+                    && reads.get(&a) == Some(&1)
+                    && !(set.contains(&a) && escapes[a])
+            });
+        let d = if alias { srcs[0] } else { regs.alloc() };
+        if !alias {
             instrs.push(match (unary_fn(op), binary_fn(op), op) {
                 (Some(f), _, _) => Instr::Unary { dst: d, f, a: srcs[0] },
                 (_, Some(f), _) => match (consts[0], consts[1]) {
@@ -568,7 +578,8 @@ fn emit_group(r: &mut Rewriter<'_>, members: &[usize], dtype: DType, escapes: &[
             let left = reads.get_mut(&a.index()).unwrap();
             *left -= 1;
             let keep = *left > 0 || (set.contains(&a.index()) && escapes[a.index()]);
-            if !keep {
+            // (An aliased operand's register now holds the cast's value.)
+            if !keep && !alias {
                 regs.free.push(reg_of[&a.index()]);
             }
         }
@@ -666,6 +677,40 @@ mod tests {
         // The first program stores `y`, `t` and `y + t`, not `1 - y` and `1 - t^2` (which
         // would be two more projections).
         assert_eq!((count(&out, "fused"), count(&out, "project")), (2, 2), "{out}");
+    }
+
+    /// A ReLU backward's mask, `(x > 0) as f32 * g` (the bool read once): the cast takes the
+    /// comparison's register with no instruction; and a bool read again after its cast keeps its
+    /// register and gets the copy. Both give eager's bits.
+    #[test]
+    fn a_bool_cast_read_last_takes_its_operands_register() {
+        let f = |x: &[Tensor]| {
+            let once = x[0].gt(&x[2]).to_dtype(DType::F32) * &x[1];
+            let mask = x[1].lt(&x[2]);
+            let twice = mask.to_dtype(DType::F32) * &x[0] + mask.to_dtype(DType::F64).to_dtype(DType::F32);
+            vec![once, twice]
+        };
+        let x: Vec<Tensor> = vec![Tensor::randn([8, 16]), Tensor::randn([8, 16]), Tensor::zeros([8, 16])];
+        let out = run(trace(&x, f), &mut PassStats::default());
+        crate::graph::verify(&out).unwrap();
+        let copies: usize = (out.nodes.iter())
+            .filter_map(|n| match &n.op {
+                NodeOp::Fused(fp) => Some(
+                    fp.program
+                        .instrs
+                        .iter()
+                        .filter(|i| matches!(i, Instr::Unary { f: FUnary::NonZero, .. }))
+                        .count(),
+                ),
+                _ => None,
+            })
+            .sum();
+        assert!(copies <= 1, "{copies} bool copies: {out}");
+        let (fused, eager) = (crate::exec::Executor::compile(out).run(&x), f(&x));
+        for (a, b) in fused.iter().zip(&eager) {
+            let bits = |t: &Tensor| t.to_vec::<f32>().iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(a), bits(b), "fused and eager bits");
+        }
     }
 
     #[test]
