@@ -87,7 +87,7 @@ pub fn config() -> &'static Config {
 /// heap instead of fresh mappings, and up to 64 MiB of free space at its top stays mapped.
 /// With glibc's adaptive defaults, every eager op's `[500, 128]` output (256 KiB) touched pages
 /// the previous op's free had given back: CartPole's eager update took 167 page faults and
-/// 410-440 µs per call in a fresh process, against 120-130 µs with these thresholds
+/// 410-590 µs per call in a fresh process, against 120-140 µs with these thresholds
 /// (`/usr/bin/time -v`; the bench, whose earlier workloads had raised glibc's adaptive
 /// thresholds, measured 121 µs). PyTorch users get the same advice as `LD_PRELOAD` of another
 /// allocator. Process-wide; `JANUS_MALLOC=0` leaves glibc's settings alone, and a program with
