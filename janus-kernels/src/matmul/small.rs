@@ -334,17 +334,21 @@ fn dots<T: Float>(rows: [&[T]; 4], b: &[T]) -> [T; 4] {
         a3 = std::array::from_fn(|l| x3[l].mul_add(y[l], a3[l]));
         p += 16;
     }
-    let close = |r: &[T], acc: [T; 16]| {
-        let mut s = T::ZERO;
-        for q in p..len {
-            s = r[q].mul_add(b[q], s);
-        }
-        for v in acc {
-            s += v;
-        }
-        s
-    };
-    [close(r0, a0), close(r1, a1), close(r2, a2), close(r3, a3)]
+    [close_dot(r0, b, p, a0), close_dot(r1, b, p, a1), close_dot(r2, b, p, a2), close_dot(r3, b, p, a3)]
+}
+
+/// A [`dot`]'s end: the chain over the tail `p..` from +0.0, then the sixteen partial sums
+/// added to it in order.
+#[inline(always)]
+fn close_dot<T: Float>(a: &[T], b: &[T], p: usize, acc: [T; 16]) -> T {
+    let mut s = T::ZERO;
+    for q in p..a.len().min(b.len()) {
+        s = a[q].mul_add(b[q], s);
+    }
+    for v in acc {
+        s += v;
+    }
+    s
 }
 
 /// `Σ a[p]·b[p]` in sixteen interleaved partial sums (a long chain of dependent adds is
@@ -362,13 +366,5 @@ fn dot<T: Float>(a: &[T], b: &[T]) -> T {
         }
         p += 16;
     }
-    let mut s = T::ZERO;
-    while p < len {
-        s = a[p].mul_add(b[p], s);
-        p += 1;
-    }
-    for v in acc {
-        s += v;
-    }
-    s
+    close_dot(&a[..len], &b[..len], p, acc)
 }

@@ -95,6 +95,9 @@ pub struct SumPlan {
     inner: usize,
     /// That dimension's length.
     row: usize,
+    /// Whether the sum is over the leading dimension of a dense `[rows, row]` into `[row]`:
+    /// position `o` adds into result `o % row`.
+    columns: bool,
 }
 
 /// A [`crate::reduce::row_sum`] in progress, fed in pieces.
@@ -169,13 +172,8 @@ impl SumPlan {
     pub fn new(shape: &[usize], strides: &[usize]) -> Self {
         let plan = coalesce(shape, [strides]);
         let (inner, row) = (*plan.strides[0].last().unwrap(), *plan.shape.last().unwrap());
-        SumPlan { plan, inner, row }
-    }
-
-    /// Whether the sum is over the leading dimension of a dense `[rows, row]` into `[row]`:
-    /// position `o` adds into result `o % row`.
-    fn columns(&self) -> bool {
-        self.plan.shape.len() == 2 && self.plan.strides[0][..] == [0, 1]
+        let columns = plan.shape.len() == 2 && plan.strides[0][..] == [0, 1];
+        SumPlan { plan, inner, row, columns }
     }
 
     /// The fixed partition of `total` positions: the number of parts and the length of each
@@ -206,7 +204,7 @@ impl SumPlan {
         state: &mut RowSum<T>,
     ) {
         let (s, row) = (self.inner, self.row);
-        if s == 1 && row < 16 && self.columns() {
+        if s == 1 && row < 16 && self.columns {
             // Sums down short columns (a `[500, 2]` bias gradient): one pass over the tile,
             // not a run per row of two; each sum still takes its terms in row order.
             let mut c = start % row;
