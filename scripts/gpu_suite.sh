@@ -12,8 +12,8 @@
 #                                      OUT/results.md plus one log per stage. QUICK=1 runs the
 #                                      tests only, QUICK=2 everything but the PyTorch peers.
 #                                      STAGES="tests bench ..." runs only the stages named
-#                                      (tests windows bench lstm_charlm lstm_check cartpole
-#                                      tree_rnn peers_lstm peers). Each stage has a time limit, so a hang
+#                                      (tests windows bench gemm_torch lstm_charlm lstm_check
+#                                      cartpole tree_rnn peers_lstm peers). Each stage has a time limit, so a hang
 #                                      still leaves logs.
 #
 # With the device tool: run `build`, then carry DIR and call
@@ -37,6 +37,7 @@ for l in sys.stdin:
     cp "$tests" "$dir/cuda_tests"
     for e in "${examples[@]}"; do cp "target/release/examples/$e" "$dir/"; done
     strip --strip-debug "$dir"/*
+    cp scripts/gemm_torch.py "$dir/"
     if [ -d ../shared/refbench ]; then
         mkdir -p "$dir/refbench" && cp ../shared/refbench/*.py ../shared/refbench/*.sh "$dir/refbench/"
     fi
@@ -66,10 +67,12 @@ run() {
     want tests && stage tests 240 "$dir/cuda_tests" --test-threads=1 --nocapture
     # The fuzz and the compiled-graph tests again with the sliding windows as device kernels
     # (`JANUS_CUDA_WINDOWS=device`; the default runs them through the host).
-    want windows && stage windows 150 env JANUS_CUDA_WINDOWS=device JANUS_CUDA_FUZZ_SECONDS=60 \
+    want windows && stage windows 150 env JANUS_CUDA_WINDOWS=device JANUS_CUDA_FUZZ_SECONDS=${JANUS_CUDA_WINDOWS_FUZZ_SECONDS:-60} \
         "$dir/cuda_tests" --test-threads=1 --nocapture fuzz_cuda staged_cuda
     if [ "$quick" = 1 ]; then cat "$OUT/results.md"; return; fi
     want bench && stage bench 100 "$dir/bench" --device cuda
+    # torch.matmul on the bench's GEMM shapes, timed the same way (the machine's own python3).
+    want gemm_torch && stage gemm_torch 60 python3 "$dir/gemm_torch.py" --device cuda
     want lstm_charlm && stage lstm_charlm 60 "$dir/lstm_charlm" --device cuda --steps 300 --plot ""
     want lstm_check && stage lstm_check 45 "$dir/lstm_charlm" --device cuda --mode check --steps 20 --sample 0 --plot ""
     want cartpole && stage cartpole 60 "$dir/cartpole" --device cuda --envs 256 --episodes 10000

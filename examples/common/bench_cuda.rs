@@ -15,20 +15,27 @@ fn sync(dev: Device) {
 }
 
 /// Median over `blocks` of the time per call of `f` (`calls` calls per block, then a sync).
-fn per_call(dev: Device, blocks: usize, calls: usize, unit: f64, mut f: impl FnMut()) -> f64 {
+fn per_call(dev: Device, blocks: usize, calls: usize, unit: f64, f: impl FnMut()) -> f64 {
+    per_call_and_host(dev, blocks, calls, unit, f).0
+}
+
+/// [`per_call`], and the median host time per call: the block's calls enqueued, before the
+/// sync that waits for the device.
+fn per_call_and_host(dev: Device, blocks: usize, calls: usize, unit: f64, mut f: impl FnMut()) -> (f64, f64) {
     f();
     sync(dev);
-    let mut v: Vec<f64> = (0..blocks)
+    let (mut wall, mut host): (Vec<f64>, Vec<f64>) = (0..blocks)
         .map(|_| {
             let t = Instant::now();
             for _ in 0..calls {
                 f();
             }
+            let enqueued = t.elapsed().as_secs_f64();
             sync(dev);
-            t.elapsed().as_secs_f64() * unit / calls as f64
+            (t.elapsed().as_secs_f64() * unit / calls as f64, enqueued * unit / calls as f64)
         })
-        .collect();
-    super::median::median(&mut v)
+        .unzip();
+    (super::median::median(&mut wall), super::median::median(&mut host))
 }
 
 /// `((a + b) * (c - d) + (e * f).tanh()) * g.sigmoid() + h`: one fused group over 8 inputs.
@@ -162,12 +169,14 @@ pub fn run(dev: Device, quick: bool) {
     );
 
     // GEMM on the LSTM's shapes.
-    println!("\n| GEMM (f32, TF32 off) | µs | GFLOP/s |\n|---|---:|---:|");
+    // The same shapes and timing as `scripts/gemm_torch.py` (the suite's `gemm_torch` stage).
+    println!("\n| GEMM (f32, TF32 off) | µs | host µs | GFLOP/s |\n|---|---:|---:|---:|");
     for (m, k, n) in [(32, 65, 512), (32, 128, 512), (32, 128, 65), (128, 32, 512), (1024, 1024, 1024)] {
         let a = Tensor::randn([m, k]).to_device(dev);
         let b = Tensor::randn([k, n]).to_device(dev);
-        let us = per_call(dev, blocks, 200, 1e6, || _ = a.matmul(&b));
-        println!("| [{m}x{k}] @ [{k}x{n}] | {us:.2} | {:.0} |", 2.0 * (m * k * n) as f64 / (us * 1e-6) / 1e9);
+        let (us, host) = per_call_and_host(dev, blocks, 200, 1e6, || _ = a.matmul(&b));
+        let gflops = 2.0 * (m * k * n) as f64 / (us * 1e-6) / 1e9;
+        println!("| [{m}x{k}] @ [{k}x{n}] | {us:.2} | {host:.2} | {gflops:.0} |");
     }
     let s = janus::cuda::memory_stats();
     println!(

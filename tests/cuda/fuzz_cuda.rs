@@ -3,8 +3,9 @@
 //! from the second replay on); values and gradients must agree within `tol`.
 //!
 //! `JANUS_CUDA_FUZZ_PROGRAMS=N` runs N programs (default 2000) from seed
-//! `JANUS_CUDA_FUZZ_FIRST` (default 0); `JANUS_CUDA_FUZZ_SECONDS=S` stops after S seconds, and
-//! the count that ran is printed. A failure names the program, the
+//! `JANUS_CUDA_FUZZ_FIRST` (default 0); `JANUS_CUDA_FUZZ_SECONDS=S` stops taking new seeds
+//! after S seconds, and the count that ran is printed. They run on
+//! `JANUS_CUDA_FUZZ_THREADS` threads (default: the cores, at most 8). A failure names the program, the
 //! call, and for a panic its place and the janus frames of its backtrace.
 
 #[path = "../fuzz/program.rs"]
@@ -116,33 +117,48 @@ fn cuda_programs_match_the_cpu() {
         let at = info.location().map(|l| l.to_string()).unwrap_or_default();
         PANIC_AT.with(|p| *p.borrow_mut() = format!("at {at}\n    {}", janus_frames(&bt)));
     }));
-    let (mut failures, mut failing, mut ran) = (Vec::new(), Vec::new(), 0);
     let first = env("JANUS_CUDA_FUZZ_FIRST").unwrap_or(0);
-    for seed in first..first + count {
-        if deadline.is_some_and(|d| std::time::Instant::now() > d) {
-            break;
+    // Programs run on several threads at once (NVRTC's compiles dominate; the device and its
+    // stream are shared, as in any multithreaded user program), each taking the next seed.
+    let threads = env("JANUS_CUDA_FUZZ_THREADS")
+        .map(|t| t.max(1) as usize)
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get().min(8)));
+    let next = std::sync::atomic::AtomicU64::new(first);
+    let results: std::sync::Mutex<Vec<(u64, Result<(), String>)>> = Default::default();
+    std::thread::scope(|scope| {
+        for _ in 0..threads {
+            scope.spawn(|| {
+                loop {
+                    if deadline.is_some_and(|d| std::time::Instant::now() > d) {
+                        break;
+                    }
+                    let seed = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    if seed >= first + count {
+                        break;
+                    }
+                    let p = generate(seed);
+                    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| check(&p, dev)));
+                    let r = r.unwrap_or_else(|e| {
+                        Err(format!(
+                            "panic: {} {}",
+                            e.downcast_ref::<String>()
+                                .cloned()
+                                .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
+                                .unwrap_or_default(),
+                            PANIC_AT.with(|p| p.borrow().clone())
+                        ))
+                    });
+                    program::set_device(Device::Cpu);
+                    results.lock().unwrap().push((seed, r.map_err(|why| format!("seed {seed}: {why}\n{p:?}"))));
+                }
+            });
         }
-        ran += 1;
-        let p = generate(seed);
-        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| check(&p, dev)));
-        let r = r.unwrap_or_else(|e| {
-            Err(format!(
-                "panic: {} {}",
-                e.downcast_ref::<String>()
-                    .cloned()
-                    .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
-                    .unwrap_or_default(),
-                PANIC_AT.with(|p| p.borrow().clone())
-            ))
-        });
-        program::set_device(Device::Cpu);
-        if let Err(why) = r {
-            failing.push(seed);
-            if failures.len() < 8 {
-                failures.push(format!("seed {seed}: {why}\n{p:?}"));
-            }
-        }
-    }
+    });
+    let mut results = results.into_inner().unwrap();
+    results.sort_by_key(|r| r.0);
+    let ran = results.len() as u64;
+    let failing: Vec<u64> = results.iter().filter(|r| r.1.is_err()).map(|r| r.0).collect();
+    let failures: Vec<String> = results.into_iter().filter_map(|r| r.1.err()).take(8).collect();
     std::panic::set_hook(hook);
     assert!(
         failures.is_empty(),
@@ -151,5 +167,5 @@ fn cuda_programs_match_the_cpu() {
         failures.len(),
         failures.join("\n\n")
     );
-    println!("{ran} programs (seeds {first}..{}): CUDA == CPU", first + ran);
+    println!("{ran} programs (seeds {first}..{}, {threads} threads): CUDA == CPU", first + ran);
 }

@@ -297,3 +297,36 @@ fn philox_streams_agree_across_devices() {
         assert_eq!(pick_g.to_vec::<i64>(), pick.to_vec::<i64>(), "multinomial {d}");
     }
 }
+
+/// Long reductions into few outputs run in two passes (partials per chunk, then per output):
+/// they match the CPU, keep NaN and the extremes, and give the same bits on every run.
+#[test]
+fn long_reductions_split_match_the_cpu_and_repeat_bit_for_bit() {
+    let Some(dev) = cuda() else { return };
+    for d in [DType::F32, DType::F64] {
+        let mut with_nan = rand(&[70_001], 5, -3.0, 3.0, DType::F64).to_vec::<f64>();
+        with_nan[40_000] = f64::NAN;
+        let cases: Vec<(&str, Tensor, Box<dyn Fn(&Tensor) -> Tensor>)> = vec![
+            ("sum_all 300k", rand(&[300_000], 1, -1.0, 1.0, d), Box::new(|t| t.sum_all())),
+            ("rows of [131072, 128]", rand(&[131_072, 128], 2, -1.0, 1.0, d), Box::new(|t| t.sum(0))),
+            ("columns of [3, 200000]", rand(&[3, 200_000], 3, -1.0, 1.0, d), Box::new(|t| t.sum(1))),
+            ("max over rows", rand(&[90_000, 5], 4, -9.0, 9.0, d), Box::new(|t| t.max(0))),
+            ("min over columns", rand(&[2, 90_000], 6, -9.0, 9.0, d), Box::new(|t| t.min(1))),
+            ("max with a NaN", Tensor::from_vec(with_nan.clone(), [70_001]).to_dtype(d), Box::new(|t| t.max(0))),
+            ("mean of a transpose", rand(&[40_000, 3], 7, 0.0, 1.0, d), Box::new(|t| t.t().mean(1))),
+        ];
+        for (name, x, f) in cases {
+            let want = f(&x);
+            let xg = x.to_device(dev);
+            let (a, b) = (f(&xg), f(&xg));
+            let e = rel_error(&a, &want).unwrap_or_else(|m| panic!("{name} {d}: {m}"));
+            // A sum of n terms in another order: error grows like sqrt(n) ulps at most.
+            assert!(e < tol(d) * 10.0, "{name} {d}: relative error {e:e}");
+            assert_eq!(
+                a.to_vec::<f64>().iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                b.to_vec::<f64>().iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                "{name} {d}: two runs differ"
+            );
+        }
+    }
+}

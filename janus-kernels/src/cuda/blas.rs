@@ -14,6 +14,9 @@ use std::sync::Arc;
 pub(crate) struct Blas {
     handle: usize,
     workspace: DeviceBuffer,
+    /// The stream the handle was last set to (0: none yet): set again only when it changes (a
+    /// capture's stream), since `cublasSetStream` also drops the workspace.
+    stream: usize,
 }
 
 // SAFETY: the handle is only used under the device's `blas` mutex.
@@ -50,7 +53,7 @@ impl Blas {
             };
             check("cublasSetMathMode", sys::cublasSetMathMode(h, mode))?;
         }
-        Ok(Blas { handle: h as usize, workspace })
+        Ok(Blas { handle: h as usize, workspace, stream: 0 })
     }
 }
 
@@ -133,14 +136,18 @@ pub fn gemm(
         |v: usize| i32::try_from(v).map_err(|_| CudaError::Blas(format!("gemm dimension {v} exceeds i32")));
     let (mi, ni, ki) = (int(m)?, int(n)?, int(k)?);
     // Column-major: out^T (n x m) = b^T (n x k) @ a^T (k x m).
-    // SAFETY: the handle is used under its mutex; the addresses and strides describe live
-    // device ranges (the caller's contract), and alpha/beta are host scalars read at the call.
+    let blas = guard.as_mut().unwrap();
+    let stream = dev.stream() as usize;
+    // SAFETY: the handle is used under its mutex, with its own workspace and the device's (or
+    // the capture's) stream; the addresses and strides describe live device ranges (the
+    // caller's contract), and alpha/beta are host scalars read at the call.
     unsafe {
-        check("cublasSetStream", sys::cublasSetStream_v2(h, dev.stream() as sys::cudaStream_t))?;
-        // Setting the stream resets the workspace to cuBLAS's own pool, which allocates
-        // (also during graph capture): point it back at the fixed one.
-        let ws = guard.as_ref().unwrap();
-        check("cublasSetWorkspace", sys::cublasSetWorkspace_v2(h, ws.workspace.ptr() as *mut _, WORKSPACE))?;
+        if blas.stream != stream {
+            check("cublasSetStream", sys::cublasSetStream_v2(h, stream as sys::cudaStream_t))?;
+            let ws = blas.workspace.ptr() as *mut _;
+            check("cublasSetWorkspace", sys::cublasSetWorkspace_v2(h, ws, WORKSPACE))?;
+            blas.stream = stream;
+        }
         let beta_one = accumulate;
         match dtype {
             DType::F32 => {

@@ -350,6 +350,63 @@ impl EwSpec {
         self.program.instrs.iter().filter(|i| matches!(i, Instr::BinaryConst { .. })).count()
     }
 
+    /// The inputs the program loads, each once, in order.
+    fn loaded_inputs(&self) -> Vec<usize> {
+        let mut v: Vec<usize> = Vec::new();
+        for ins in &self.program.instrs {
+            if let Instr::Load { input, .. } = *ins
+                && !v.contains(&(input as usize))
+            {
+                v.push(input as usize);
+            }
+        }
+        v
+    }
+
+    /// One element's registers, arithmetic and stores: `load(k)` is the expression that reads
+    /// input `k`, `at` the element's index in the outputs.
+    fn body(&self, s: &mut String, load: &dyn Fn(usize) -> String, at: &str) {
+        let regs = self.program.num_regs.max(1);
+        let _ = writeln!(s, "    R {};", (0..regs).map(|r| format!("r{r}")).collect::<Vec<_>>().join(", "));
+        for ins in &self.program.instrs {
+            let line = match *ins {
+                Instr::Load { dst, input } => {
+                    let dt = self.inputs[input as usize].0;
+                    let v = load(input as usize);
+                    if dt == DType::Bool {
+                        format!("r{dst} = (R)({v} != 0);")
+                    } else if dt == DType::I64 && self.reg == DType::F32 {
+                        // As the CPU converts: through f64 (one rounding more).
+                        format!("r{dst} = (R)(double){v};")
+                    } else {
+                        format!("r{dst} = (R){v};")
+                    }
+                }
+                Instr::Unary { dst, f, a } => format!("r{dst} = {};", unary(f, &format!("r{a}"), self.reg)),
+                Instr::Binary { dst, f, a, b } => {
+                    format!("r{dst} = {};", binary(f, &format!("r{a}"), &format!("r{b}"), self.reg))
+                }
+                Instr::BinaryConst { dst, f, a, c, const_left } => {
+                    // `c` is the constant's index in `P::k` (see `canonical_program`).
+                    let (ra, lc) = (format!("r{a}"), const_param(self.reg, c));
+                    let e = if const_left {
+                        binary(f, &lc, &ra, self.reg)
+                    } else {
+                        binary(f, &ra, &lc, self.reg)
+                    };
+                    format!("r{dst} = {e};")
+                }
+                Instr::Select { dst, c, a, b } => {
+                    format!("r{dst} = (r{c} != (R)0) ? r{a} : r{b};")
+                }
+            };
+            let _ = writeln!(s, "    {line}");
+        }
+        for (k, (&r, &d)) in self.program.outputs.iter().zip(&self.outputs).enumerate() {
+            let _ = writeln!(s, "    (({}*)p.out[{k}])[{at}] = {};", c_type(d), store(&format!("r{r}"), self.reg, d));
+        }
+    }
+
     /// The CUDA C source of the kernel.
     // Long by design: the kernel's source, emitted in order, section by section.
     pub fn source(&self) -> String {
@@ -385,8 +442,29 @@ impl EwSpec {
         let _ = writeln!(
             s,
             "extern \"C\" __global__ void __launch_bounds__(256) {name}(const P p) {{\n  const IDX n = (IDX)p.n;\n  \
-             for (IDX i = (IDX)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (IDX)gridDim.x * blockDim.x) {{"
+             const IDX S = (IDX)gridDim.x * blockDim.x;\n  IDX i = (IDX)blockIdx.x * blockDim.x + threadIdx.x;"
         );
+        if strided.is_empty() {
+            // Dense and scalar operands: four elements per thread and pass, S apart (each warp's
+            // accesses stay coalesced), every load issued before any arithmetic, so each thread
+            // has four loads per input in flight. The tail runs the plain loop below.
+            let _ = writeln!(s, "  for (; i + 3 * S < n; i += 4 * S) {{");
+            for u in 0..UNROLL {
+                for input in self.loaded_inputs() {
+                    let (dt, acc) = self.inputs[input];
+                    let at = if acc == Access::Scalar { "0".to_string() } else { format!("i + {u} * S") };
+                    let _ =
+                        writeln!(s, "    const {0} l{input}_{u} = ((const {0}*)p.in[{input}])[{at}];", c_type(dt));
+                }
+            }
+            for u in 0..UNROLL {
+                let _ = writeln!(s, "    {{\n    const IDX e = i + {u} * S;");
+                self.body(&mut s, &|input| format!("l{input}_{u}"), "e");
+                let _ = writeln!(s, "    }}");
+            }
+            let _ = writeln!(s, "  }}");
+        }
+        let _ = writeln!(s, "  for (; i < n; i += S) {{");
         if !strided.is_empty() {
             let dim = |d: usize| match &self.baked {
                 Some(b) => format!("(IDX){}u", b.shape[d]),
@@ -411,59 +489,23 @@ impl EwSpec {
                 let _ = writeln!(s, "    const IDX o{k} = {sum};");
             }
         }
-        let regs = self.program.num_regs.max(1);
-        let _ = writeln!(s, "    R {};", (0..regs).map(|r| format!("r{r}")).collect::<Vec<_>>().join(", "));
-        for ins in &self.program.instrs {
-            let line = match *ins {
-                Instr::Load { dst, input } => {
-                    let (dt, acc) = self.inputs[input as usize];
-                    let at = match acc {
-                        Access::Contiguous => "i".to_string(),
-                        Access::Scalar => "0".to_string(),
-                        Access::Strided => format!("o{input}"),
-                    };
-                    let v = format!("((const {}*)p.in[{input}])[{at}]", c_type(dt));
-                    if dt == DType::Bool {
-                        format!("r{dst} = (R)({v} != 0);")
-                    } else if dt == DType::I64 && self.reg == DType::F32 {
-                        // As the CPU converts: through f64 (one rounding more).
-                        format!("r{dst} = (R)(double){v};")
-                    } else {
-                        format!("r{dst} = (R){v};")
-                    }
-                }
-                Instr::Unary { dst, f, a } => format!("r{dst} = {};", unary(f, &format!("r{a}"), self.reg)),
-                Instr::Binary { dst, f, a, b } => {
-                    format!("r{dst} = {};", binary(f, &format!("r{a}"), &format!("r{b}"), self.reg))
-                }
-                Instr::BinaryConst { dst, f, a, c, const_left } => {
-                    // `c` is the constant's index in `P::k` (see `canonical_program`).
-                    let (ra, lc) = (format!("r{a}"), const_param(self.reg, c));
-                    let e = if const_left {
-                        binary(f, &lc, &ra, self.reg)
-                    } else {
-                        binary(f, &ra, &lc, self.reg)
-                    };
-                    format!("r{dst} = {e};")
-                }
-                Instr::Select { dst, c, a, b } => {
-                    format!("r{dst} = (r{c} != (R)0) ? r{a} : r{b};")
-                }
+        let load = |input: usize| {
+            let (dt, acc) = self.inputs[input];
+            let at = match acc {
+                Access::Contiguous => "i".to_string(),
+                Access::Scalar => "0".to_string(),
+                Access::Strided => format!("o{input}"),
             };
-            let _ = writeln!(s, "    {line}");
-        }
-        for (k, (&r, &d)) in self.program.outputs.iter().zip(&self.outputs).enumerate() {
-            let _ = writeln!(
-                s,
-                "    (({}*)p.out[{k}])[i] = {};",
-                c_type(d),
-                store(&format!("r{r}"), self.reg, d)
-            );
-        }
+            format!("((const {}*)p.in[{input}])[{at}]", c_type(dt))
+        };
+        self.body(&mut s, &load, "i");
         let _ = writeln!(s, "  }}\n}}");
         s
     }
 }
+
+/// Elements per thread and pass of a kernel whose operands are all dense or scalar.
+const UNROLL: usize = 4;
 
 /// `strides` padded or cut to `rank` entries (inputs that are not strided pass an empty list).
 fn strided_of(strides: &[usize], rank: usize) -> Vec<usize> {

@@ -79,6 +79,9 @@ pub struct CudaDevice {
     stream: usize,
     cache: Mutex<Cache<Driver>>,
     kernels: Mutex<HashMap<String, usize>>,
+    /// Generated elementwise kernels by their spec (a hash and a comparison per launch, not
+    /// the source-shaped name `kernel_name` formats).
+    ew_kernels: Mutex<HashMap<EwSpec, usize>>,
     library: Mutex<Option<usize>>,
     err_word: u64,
     pub(crate) blas: Mutex<Option<super::blas::Blas>>,
@@ -168,6 +171,7 @@ impl CudaDevice {
                 stream: stream as usize,
                 cache: Mutex::new(cache),
                 kernels: Mutex::default(),
+                ew_kernels: Mutex::default(),
                 library: Mutex::default(),
                 err_word,
                 blas: Mutex::default(),
@@ -345,13 +349,13 @@ impl CudaDevice {
 
     /// The function of a generated elementwise kernel (compiled and loaded on first use).
     pub fn ew_function(&self, spec: &EwSpec) -> Result<sys::CUfunction, CudaError> {
-        let name = spec.kernel_name();
-        if let Some(&f) = self.kernels.lock().unwrap().get(&name) {
+        if let Some(&f) = self.ew_kernels.lock().unwrap().get(spec) {
             return Ok(f as sys::CUfunction);
         }
+        let name = spec.kernel_name();
         let ptx = nvrtc::compile(&spec.source(), &self.arch(), &name)?;
         let (_, f) = self.load(&ptx, &name)?;
-        self.kernels.lock().unwrap().insert(name, f);
+        self.ew_kernels.lock().unwrap().insert(spec.clone(), f);
         Ok(f as sys::CUfunction)
     }
 

@@ -218,6 +218,7 @@ typedef unsigned int u32;
 struct ND { i64 rank; i64 shape[MAXR]; i64 st[MAXR]; };
 
 __device__ __forceinline__ i64 nd_off(const ND& d, i64 i) {
+  if (d.rank == 1) return i * d.st[0]; // i < shape[0]: every caller's index is in range
   i64 off = 0;
   for (int k = (int)d.rank - 1; k >= 0; --k) { i64 len = d.shape[k]; i64 c = i % len; i /= len; off += c * d.st[k]; }
   return off;
@@ -259,17 +260,24 @@ template<typename T> __device__ __forceinline__ void am_take(T& best, i64& at, T
   if (take) { best = x; at = j; }
 }
 
-// One warp per output (per_thread = 0) or one thread per output (per_thread = 1).
-template<typename T> __device__ void reduce(u32 op, i64 n_out, i64 n_red, ND kept, ND red, const T* x, void* out, int per_thread) {
+// One warp (per_thread = 0) or one thread (per_thread = 1) per unit. A unit reduces one chunk
+// of `chunk` consecutive reduced elements of one output; with n_chunks > 1 (sums, max and min
+// only) units write partials that a second launch reduces: at [c * n_out + o] for threads
+// (neighbouring threads take neighbouring outputs) and [o * n_chunks + c] for warps. The split
+// depends on the shape alone, so the result is the same bits on every run.
+template<typename T> __device__ void reduce(u32 op, i64 n_out, i64 n_red, ND kept, ND red, const T* x, void* out, int per_thread, i64 n_chunks, i64 chunk) {
   const int lane = per_thread ? 0 : (threadIdx.x & 31);
   const int step = per_thread ? 1 : 32;
-  const i64 unit = per_thread ? gtid() : gtid() / 32;
+  const i64 first = per_thread ? gtid() : gtid() / 32;
   const i64 units = per_thread ? gstride() : gstride() / 32;
-  for (i64 o = unit; o < n_out; o += units) {
+  for (i64 u = first; u < n_out * n_chunks; u += units) {
+    const i64 o = per_thread ? u % n_out : u / n_chunks;
+    const i64 c = per_thread ? u / n_out : u % n_chunks;
+    const i64 lo = c * chunk, hi = min(n_red, lo + chunk);
     const T* base = x + nd_off(kept, o);
     T acc = (op == 2) ? -ninf<T>() : (op == 0 ? (T)0 : ninf<T>());
     i64 at = -1;
-    for (i64 j = lane; j < n_red; j += step) {
+    for (i64 j = lo + lane; j < hi; j += step) {
       T v = base[nd_off(red, j)];
       if (op == 0) acc += v; else if (op == 1 || op == 4) acc = max_nan(acc, v); else if (op == 2) acc = min_nan(acc, v); else am_take(acc, at, v, j);
     }
@@ -289,11 +297,11 @@ template<typename T> __device__ void reduce(u32 op, i64 n_out, i64 n_red, ND kep
       if (!per_thread) for (int w = 16; w > 0; w >>= 1) s += __shfl_down_sync(0xffffffffu, s, w);
       acc = sh + lg(s);
     }
-    if (lane == 0) { if (op == 3) ((i64*)out)[o] = at < 0 ? 0 : at; else ((T*)out)[o] = acc; }
+    if (lane == 0) { if (op == 3) ((i64*)out)[u] = at < 0 ? 0 : at; else ((T*)out)[u] = acc; }
   }
 }
-extern "C" __global__ void reduce_f32(u32 op, i64 n_out, i64 n_red, ND kept, ND red, const float* x, void* out, int per_thread) { reduce<float>(op, n_out, n_red, kept, red, x, out, per_thread); }
-extern "C" __global__ void reduce_f64(u32 op, i64 n_out, i64 n_red, ND kept, ND red, const double* x, void* out, int per_thread) { reduce<double>(op, n_out, n_red, kept, red, x, out, per_thread); }
+extern "C" __global__ void reduce_f32(u32 op, i64 n_out, i64 n_red, ND kept, ND red, const float* x, void* out, int per_thread, i64 n_chunks, i64 chunk) { reduce<float>(op, n_out, n_red, kept, red, x, out, per_thread, n_chunks, chunk); }
+extern "C" __global__ void reduce_f64(u32 op, i64 n_out, i64 n_red, ND kept, ND red, const double* x, void* out, int per_thread, i64 n_chunks, i64 chunk) { reduce<double>(op, n_out, n_red, kept, red, x, out, per_thread, n_chunks, chunk); }
 
 // Softmax rows: `kin`/`kout` walk the rows in the input and output, `sin`/`sout` step along
 // the axis of length n.

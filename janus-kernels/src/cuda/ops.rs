@@ -188,18 +188,63 @@ pub fn reduce(
     // otherwise (neighbouring threads then read neighbouring elements).
     let per_thread = n_red < 32 || rst[0].last().is_some_and(|&s| s != 1);
     let f = dev.library_function(Kernel::Reduce(x.dtype))?;
-    let grid = if per_thread { grid_for(n_out, dev.sm_count) } else { grid_for_warps(n_out, dev.sm_count) };
-    let args = Args::new()
-        .u32(reduce_code(op))
-        .i64(n_out as i64)
-        .i64(n_red as i64)
-        .nd(&kept, &kst[0])
-        .nd(&red, &rst[0])
-        .ptr(x.start())
-        .ptr(out)
-        .u32(per_thread as u32);
-    // SAFETY: `x` is a live view; `out` holds `n_out` results.
-    unsafe { dev.launch(f, grid, args) }
+    let chunks = if matches!(op, ReduceOp::Sum | ReduceOp::Max | ReduceOp::Min) {
+        reduce_chunks(n_out, n_red, per_thread, dev.sm_count)
+    } else {
+        1
+    };
+    let chunk = n_red.div_ceil(chunks);
+    let launch = |n_out: usize, n_red: usize, kept: (&[usize], &[usize]), red: (&[usize], &[usize]), src: u64, dst: u64, per_thread: bool, chunks: usize, chunk: usize| {
+        let lanes = if per_thread { 1 } else { 32 };
+        let args = Args::new()
+            .u32(reduce_code(op))
+            .i64(n_out as i64)
+            .i64(n_red as i64)
+            .nd(kept.0, kept.1)
+            .nd(red.0, red.1)
+            .ptr(src)
+            .ptr(dst)
+            .u32(per_thread as u32)
+            .i64(chunks as i64)
+            .i64(chunk as i64);
+        // SAFETY: `src` is a live view of the described layout; `dst` holds n_out * chunks results.
+        unsafe { dev.launch(f, grid_for((n_out * chunks).saturating_mul(lanes), dev.sm_count), args) }
+    };
+    if chunks == 1 {
+        return launch(n_out, n_red, (&kept, &kst[0]), (&red, &rst[0]), x.start(), out, per_thread, 1, n_red);
+    }
+    // Two passes: partials per (output, chunk), then each output's partials in chunk order.
+    let partials = dev.alloc(n_out * chunks * x.dtype.size_in_bytes())?;
+    launch(n_out, n_red, (&kept, &kst[0]), (&red, &rst[0]), x.start(), partials.ptr(), per_thread, chunks, chunk)?;
+    let (kept2, red2) = if per_thread { ((n_out, 1), (chunks, n_out)) } else { ((n_out, chunks), (chunks, 1)) };
+    let second_per_thread = chunks < 32 || red2.1 != 1;
+    launch(
+        n_out,
+        chunks,
+        (&[kept2.0], &[kept2.1]),
+        (&[red2.0], &[red2.1]),
+        partials.ptr(),
+        out,
+        second_per_thread,
+        1,
+        chunks,
+    )
+    // `partials` returns to the stream-ordered cache here: later work reusing it runs after.
+}
+
+/// How many chunks each output's `n_red` reduced elements split into: 1 when the outputs
+/// alone fill the device; else enough (output, chunk) units to fill it, each chunk at least
+/// 256 elements per lane (a thread, or each of a warp's 32 lanes), so that the partials' second
+/// pass is short. A function of the shape alone: the same input reduces in the same order.
+pub fn reduce_chunks(n_out: usize, n_red: usize, per_thread: bool, sm_count: u32) -> usize {
+    let lanes = if per_thread { 1 } else { 32 };
+    // Resident threads: 2048 per multiprocessor.
+    let want_units = sm_count as usize * 2048 / lanes;
+    if n_out >= want_units / 4 {
+        return 1;
+    }
+    let most = n_red / (256 * lanes).min(n_red.max(1));
+    want_units.div_ceil(n_out).min(most).max(1)
 }
 
 /// Softmax (or log-softmax) of `x` along `axis` into dense `out` of the same shape.
@@ -473,4 +518,24 @@ pub fn max_pool_backward(
 ) -> Result<(), CudaError> {
     let n = g.n * g.c * g.size[0] * g.size[1];
     window_launch(dev, Kernel::MaxPoolBackward(dtype), g, n, Args::new().ptr(x).ptr(gy).ptr(dx))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::reduce_chunks;
+
+    #[test]
+    fn long_reductions_into_few_outputs_split_into_chunks() {
+        // H200: 132 multiprocessors.
+        // A full sum of 128k elements: one warp-unit would walk 4000 elements a lane.
+        assert_eq!(reduce_chunks(1, 128 << 10, false, 132), 16);
+        // A bias gradient, [128k, 128] over rows (one thread per output): 512 chunks of 256.
+        assert_eq!(reduce_chunks(128, 128 << 10, true, 132), 512);
+        // Enough outputs to fill the device, or too little to split: one pass.
+        assert_eq!(reduce_chunks(1 << 20, 1 << 10, true, 132), 1);
+        assert_eq!(reduce_chunks(4, 200, true, 132), 1);
+        assert_eq!(reduce_chunks(4, 0, false, 132), 1);
+        // Never more chunks than the device has room for.
+        assert_eq!(reduce_chunks(1, 1 << 30, false, 132), 132 * 64);
+    }
 }

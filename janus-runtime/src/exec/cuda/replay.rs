@@ -25,6 +25,29 @@ pub(super) struct Replay {
     devices: Vec<Device>,
 }
 
+/// Bytes a replay may stage per launch it saves before a plain run is the better deal: a
+/// replay copies every input in and every output out (device time, about two passes over the
+/// bytes at ~2 TB/s, a conservative copy bandwidth), while it saves the host ~3 us per kernel
+/// launch. 6 MB per launch is the break-even of those two estimates.
+const STAGE_BYTES_PER_LAUNCH: usize = 6 << 20;
+
+/// Whether capturing pays: the staging copies of `stage_bytes` cost less device time than the
+/// `launches` a replay saves (a large elementwise graph is bandwidth bound, and copying its
+/// operands would triple its traffic; an LSTM step's weights are small next to its hundreds
+/// of kernels).
+pub(super) fn worth_capturing(stage_bytes: usize, launches: usize) -> Result<(), String> {
+    let limit = launches.saturating_mul(STAGE_BYTES_PER_LAUNCH);
+    if stage_bytes > limit {
+        return Err(format!(
+            "staging {:.1} MB of inputs and outputs would cost more device time than {launches} \
+             launches save (limit {:.1} MB)",
+            stage_bytes as f64 / 1e6,
+            limit as f64 / 1e6
+        ));
+    }
+    Ok(())
+}
+
 fn table_size(n: usize) -> Option<usize> {
     STAGE_SIZES.iter().copied().find(|&s| s >= n)
 }
@@ -54,6 +77,9 @@ impl CudaPlan {
         }) {
             return Err(format!("{} runs on the host", op.name()));
         }
+        let stage_bytes: usize = inputs.iter().map(|t| t.elems() * t.dtype().size_in_bytes()).sum::<usize>()
+            + l.output_bufs.iter().map(|&(d, len)| len * d.size_in_bytes()).sum::<usize>();
+        worth_capturing(stage_bytes, l.steps.len() + l.memos.len())?;
         let dev = &self.dev;
         let e = |e: CudaError| e.to_string();
         let mut host_words = 0;
@@ -232,4 +258,21 @@ fn host_words(t: &Tensor) -> Vec<u64> {
             u64::from_le_bytes(w)
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::worth_capturing;
+
+    #[test]
+    fn large_operands_of_few_kernels_run_plainly() {
+        // `relu(x * 2 + 1)` over 2^26 f32: 512 MiB staged for one launch saved.
+        let err = worth_capturing(2 << 28, 1).unwrap_err();
+        assert!(err.contains("staging 536.9 MB") && err.contains("1 launches"), "{err}");
+        // An LSTM step: ~1 MB of weights and batches for a few hundred kernels.
+        assert!(worth_capturing(1 << 20, 300).is_ok());
+        // The 8-input fragment of [32, 128] f32: 147 KB for one kernel.
+        assert!(worth_capturing(9 * 32 * 128 * 4, 1).is_ok());
+        assert!(worth_capturing(usize::MAX, usize::MAX).is_ok());
+    }
 }
