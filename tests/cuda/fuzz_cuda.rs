@@ -149,7 +149,10 @@ fn cuda_programs_match_the_cpu() {
                         ))
                     });
                     program::set_device(Device::Cpu);
-                    results.lock().unwrap().push((seed, r.map_err(|why| format!("seed {seed}: {why}\n{p:?}"))));
+                    results
+                        .lock()
+                        .unwrap()
+                        .push((seed, r.map_err(|why| format!("seed {seed}: {why}\n{p:?}"))));
                 }
             });
         }

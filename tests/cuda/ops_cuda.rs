@@ -298,6 +298,9 @@ fn philox_streams_agree_across_devices() {
     }
 }
 
+/// A named case on one input.
+type OneInput = (&'static str, Tensor, Box<dyn Fn(&Tensor) -> Tensor>);
+
 /// Long reductions into few outputs run in two passes (partials per chunk, then per output):
 /// they match the CPU, keep NaN and the extremes, and give the same bits on every run.
 #[test]
@@ -306,13 +309,17 @@ fn long_reductions_split_match_the_cpu_and_repeat_bit_for_bit() {
     for d in [DType::F32, DType::F64] {
         let mut with_nan = rand(&[70_001], 5, -3.0, 3.0, DType::F64).to_vec::<f64>();
         with_nan[40_000] = f64::NAN;
-        let cases: Vec<(&str, Tensor, Box<dyn Fn(&Tensor) -> Tensor>)> = vec![
+        let cases: Vec<OneInput> = vec![
             ("sum_all 300k", rand(&[300_000], 1, -1.0, 1.0, d), Box::new(|t| t.sum_all())),
             ("rows of [131072, 128]", rand(&[131_072, 128], 2, -1.0, 1.0, d), Box::new(|t| t.sum(0))),
             ("columns of [3, 200000]", rand(&[3, 200_000], 3, -1.0, 1.0, d), Box::new(|t| t.sum(1))),
             ("max over rows", rand(&[90_000, 5], 4, -9.0, 9.0, d), Box::new(|t| t.max(0))),
             ("min over columns", rand(&[2, 90_000], 6, -9.0, 9.0, d), Box::new(|t| t.min(1))),
-            ("max with a NaN", Tensor::from_vec(with_nan.clone(), [70_001]).to_dtype(d), Box::new(|t| t.max(0))),
+            (
+                "max with a NaN",
+                Tensor::from_vec(with_nan.clone(), [70_001]).to_dtype(d),
+                Box::new(|t| t.max(0)),
+            ),
             ("mean of a transpose", rand(&[40_000, 3], 7, 0.0, 1.0, d), Box::new(|t| t.t().mean(1))),
         ];
         for (name, x, f) in cases {

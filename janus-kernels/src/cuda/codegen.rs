@@ -403,7 +403,12 @@ impl EwSpec {
             let _ = writeln!(s, "    {line}");
         }
         for (k, (&r, &d)) in self.program.outputs.iter().zip(&self.outputs).enumerate() {
-            let _ = writeln!(s, "    (({}*)p.out[{k}])[{at}] = {};", c_type(d), store(&format!("r{r}"), self.reg, d));
+            let _ = writeln!(
+                s,
+                "    (({}*)p.out[{k}])[{at}] = {};",
+                c_type(d),
+                store(&format!("r{r}"), self.reg, d)
+            );
         }
     }
 
@@ -453,8 +458,11 @@ impl EwSpec {
                 for input in self.loaded_inputs() {
                     let (dt, acc) = self.inputs[input];
                     let at = if acc == Access::Scalar { "0".to_string() } else { format!("i + {u} * S") };
-                    let _ =
-                        writeln!(s, "    const {0} l{input}_{u} = ((const {0}*)p.in[{input}])[{at}];", c_type(dt));
+                    let _ = writeln!(
+                        s,
+                        "    const {0} l{input}_{u} = ((const {0}*)p.in[{input}])[{at}];",
+                        c_type(dt)
+                    );
                 }
             }
             for u in 0..UNROLL {

@@ -179,57 +179,124 @@ pub fn reduce(
     }
     let (kept, kst, _) = plan_access(&ks, &[&kst]);
     let (red, rst, _) = plan_access(&rs, &[&rst]);
-    let n_out: usize = kept.iter().product();
-    let n_red: usize = red.iter().product();
-    if n_out == 0 {
+    if kept.iter().product::<usize>() == 0 {
         return Ok(());
     }
-    // A warp per output when the reduced elements are adjacent in memory, a thread per output
-    // otherwise (neighbouring threads then read neighbouring elements).
-    let per_thread = n_red < 32 || rst[0].last().is_some_and(|&s| s != 1);
     let f = dev.library_function(Kernel::Reduce(x.dtype))?;
+    let passes = reduce_passes(op, (&kept, &kst[0]), (&red, &rst[0]), dev.sm_count);
+    let partials = match passes.len() {
+        1 => None,
+        _ => Some(dev.alloc(passes[0].results() * x.dtype.size_in_bytes())?),
+    };
+    for pass in &passes {
+        let at = |partial: bool, or: u64| {
+            if partial { partials.as_ref().map_or(or, super::DeviceBuffer::ptr) } else { or }
+        };
+        let args =
+            pass.args(op).ptr(at(pass.from_partials, x.start())).ptr(at(pass.to_partials, out)).tail(pass);
+        let lanes = if pass.per_thread { 1 } else { 32 };
+        // SAFETY: `x` is a live view of the described layout; `out` holds `n_out` results and
+        // `partials` the first pass's.
+        unsafe { dev.launch(f, grid_for(pass.results().saturating_mul(lanes), dev.sm_count), args)? };
+    }
+    // `partials` returns to the stream-ordered cache here: later work reusing it runs after.
+    Ok(())
+}
+
+/// One launch of the library's `reduce` kernel (see its comment in `library::SOURCE`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ReducePass {
+    /// Outputs.
+    pub n_out: usize,
+    /// Reduced elements per output.
+    pub n_red: usize,
+    /// The kept index space: shape and element strides.
+    pub kept: (Vec<usize>, Vec<usize>),
+    /// The reduced index space: shape and element strides.
+    pub red: (Vec<usize>, Vec<usize>),
+    /// One thread per unit (else one warp).
+    pub per_thread: bool,
+    /// Chunks per output.
+    pub chunks: usize,
+    /// Reduced elements per chunk.
+    pub chunk: usize,
+    /// Whether the pass reads the partials (else the input).
+    pub from_partials: bool,
+    /// Whether the pass writes the partials (else the output).
+    pub to_partials: bool,
+}
+
+impl ReducePass {
+    /// Results it writes: one per (output, chunk).
+    pub fn results(&self) -> usize {
+        self.n_out * self.chunks
+    }
+
+    /// The kernel's arguments before the source and destination addresses.
+    pub fn args(&self, op: ReduceOp) -> Args {
+        Args::new()
+            .u32(reduce_code(op))
+            .i64(self.n_out as i64)
+            .i64(self.n_red as i64)
+            .nd(&self.kept.0, &self.kept.1)
+            .nd(&self.red.0, &self.red.1)
+    }
+}
+
+impl Args {
+    /// A reduce pass's arguments after the addresses.
+    fn tail(self, p: &ReducePass) -> Args {
+        self.u32(p.per_thread as u32).i64(p.chunks as i64).i64(p.chunk as i64)
+    }
+}
+
+/// The launches that reduce `kept` outputs over `red` (merged shapes and strides): one pass,
+/// or for a long sum, max or min into few outputs, partials per (output, chunk) and then each
+/// output's partials in chunk order. Depends on the shape alone, so it is deterministic.
+pub fn reduce_passes(
+    op: ReduceOp,
+    kept: (&[usize], &[usize]),
+    red: (&[usize], &[usize]),
+    sm_count: u32,
+) -> Vec<ReducePass> {
+    let n_out: usize = kept.0.iter().product();
+    let n_red: usize = red.0.iter().product();
+    // A warp per unit when the reduced elements are adjacent in memory, a thread per unit
+    // otherwise (neighbouring threads then read neighbouring elements).
+    let per_thread = n_red < 32 || red.1.last().is_some_and(|&s| s != 1);
     let chunks = if matches!(op, ReduceOp::Sum | ReduceOp::Max | ReduceOp::Min) {
-        reduce_chunks(n_out, n_red, per_thread, dev.sm_count)
+        reduce_chunks(n_out, n_red, per_thread, sm_count)
     } else {
         1
     };
-    let chunk = n_red.div_ceil(chunks);
-    let launch = |n_out: usize, n_red: usize, kept: (&[usize], &[usize]), red: (&[usize], &[usize]), src: u64, dst: u64, per_thread: bool, chunks: usize, chunk: usize| {
-        let lanes = if per_thread { 1 } else { 32 };
-        let args = Args::new()
-            .u32(reduce_code(op))
-            .i64(n_out as i64)
-            .i64(n_red as i64)
-            .nd(kept.0, kept.1)
-            .nd(red.0, red.1)
-            .ptr(src)
-            .ptr(dst)
-            .u32(per_thread as u32)
-            .i64(chunks as i64)
-            .i64(chunk as i64);
-        // SAFETY: `src` is a live view of the described layout; `dst` holds n_out * chunks results.
-        unsafe { dev.launch(f, grid_for((n_out * chunks).saturating_mul(lanes), dev.sm_count), args) }
+    let first = ReducePass {
+        n_out,
+        n_red,
+        kept: (kept.0.to_vec(), kept.1.to_vec()),
+        red: (red.0.to_vec(), red.1.to_vec()),
+        per_thread,
+        chunks,
+        chunk: n_red.div_ceil(chunks).max(1),
+        from_partials: false,
+        to_partials: chunks > 1,
     };
     if chunks == 1 {
-        return launch(n_out, n_red, (&kept, &kst[0]), (&red, &rst[0]), x.start(), out, per_thread, 1, n_red);
+        return vec![first];
     }
-    // Two passes: partials per (output, chunk), then each output's partials in chunk order.
-    let partials = dev.alloc(n_out * chunks * x.dtype.size_in_bytes())?;
-    launch(n_out, n_red, (&kept, &kst[0]), (&red, &rst[0]), x.start(), partials.ptr(), per_thread, chunks, chunk)?;
-    let (kept2, red2) = if per_thread { ((n_out, 1), (chunks, n_out)) } else { ((n_out, chunks), (chunks, 1)) };
-    let second_per_thread = chunks < 32 || red2.1 != 1;
-    launch(
+    // Partials lie at [c * n_out + o] after threads and [o * chunks + c] after warps.
+    let (kept_st, red_st) = if per_thread { (1, n_out) } else { (chunks, 1) };
+    let second = ReducePass {
         n_out,
-        chunks,
-        (&[kept2.0], &[kept2.1]),
-        (&[red2.0], &[red2.1]),
-        partials.ptr(),
-        out,
-        second_per_thread,
-        1,
-        chunks,
-    )
-    // `partials` returns to the stream-ordered cache here: later work reusing it runs after.
+        n_red: chunks,
+        kept: (vec![n_out], vec![kept_st]),
+        red: (vec![chunks], vec![red_st]),
+        per_thread: chunks < 32 || red_st != 1,
+        chunks: 1,
+        chunk: chunks,
+        from_partials: true,
+        to_partials: false,
+    };
+    vec![first, second]
 }
 
 /// How many chunks each output's `n_red` reduced elements split into: 1 when the outputs
