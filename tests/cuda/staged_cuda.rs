@@ -129,3 +129,24 @@ fn windows_on_cuda_run_step_by_step_and_match_the_cpu() {
         assert_eq!(graphs, 0, "windows through the host: {plain} plain runs");
     }
 }
+
+/// A graph of one kernel over large tensors is not captured: staging its 32 MB of input and
+/// output through stable buffers would cost more device time than the one launch it saves
+/// (`worth_capturing`), so every call runs the kernel on the caller's buffers. Values match
+/// the CPU on every call.
+#[test]
+fn large_bandwidth_bound_graphs_run_without_stage_copies() {
+    let Some(dev) = cuda() else { return };
+    let f = trace(|x: &[Tensor]| vec![(&x[0] * 2.0 + 1.0).relu()]);
+    let x = Tensor::randn([1 << 22]);
+    let want = (&x * 2.0 + 1.0).relu();
+    let xg = x.to_device(dev);
+    for call in 0..4 {
+        let got = f.run(std::slice::from_ref(&xg));
+        assert_eq!(got[0].device(), dev);
+        assert!(rel_error(&got[0], &want).unwrap() <= tol(DType::F32), "call {call}");
+    }
+    let (graphs, plain) = f.compiled().expect("compiled").cuda_runs();
+    // (The first call may record and run eagerly, so 3 or 4 plain runs.)
+    assert!(graphs == 0 && plain >= 3, "{graphs} CUDA-graph replays, {plain} plain runs");
+}
