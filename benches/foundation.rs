@@ -1,5 +1,6 @@
 //! Foundation benchmarks (eager CPU): GEMM throughput against a raw `gemm` call, eager per-op
-//! overhead, vectorised transcendentals against scalar libm, and the eager LSTM LM step.
+//! overhead, vectorised transcendentals against scalar libm, the host side of a CUDA elementwise
+//! launch (no GPU needed), and the eager LSTM LM step.
 //!
 //!     cargo bench --bench foundation
 
@@ -97,6 +98,30 @@ fn overhead_table() {
     t.row(&["tanh".into(), format!("{:.0}", tanh * 1e9), format!("{:.0}", tanh_k * 1e9)]);
 }
 
+/// The host's share of an eager CUDA elementwise launch that runs without a GPU: building the
+/// kernel's spec, and finding its compiled function by that spec (a hash and a comparison), as
+/// `CudaDevice::ew_function` does, against formatting the spec's name, as each launch did
+/// before (`kernel_name`, now only used to name a kernel being compiled).
+fn cuda_host_table() {
+    use janus_kernels::cuda::ops::elementwise_spec;
+    use janus_kernels::fused::{FBinary, Program};
+    use std::collections::HashMap;
+    let t = Table::new(
+        "CUDA elementwise launch, host side without the driver ([32x128] f32 add, ns per launch, median)",
+        &["spec", "spec + lookup by spec", "spec + name formatted and looked up"],
+    );
+    let prog = Program::binary(FBinary::Op(janus_kernels::BinaryOp::Add));
+    let st: &[usize] = &[128, 1];
+    let ins = [(DType::F32, st), (DType::F32, st)];
+    let spec = || elementwise_spec(&prog, DType::F32, &[32, 128], &ins, &[DType::F32], false).0;
+    let by_spec: HashMap<_, usize> = [(spec(), 1)].into();
+    let by_name: HashMap<String, usize> = [(spec().kernel_name(), 1)].into();
+    let alone = median_secs(51, 2000, || drop(black_box(spec())));
+    let hashed = median_secs(51, 2000, || _ = black_box(by_spec[&spec()]));
+    let named = median_secs(51, 2000, || _ = black_box(by_name[&spec().kernel_name()]));
+    t.row(&[alone, hashed, named].map(|v| format!("{:.0}", v * 1e9)));
+}
+
 fn transcendental_table() {
     let t = Table::new(
         "Transcendentals on 1M f32, one thread (ns per element, median)",
@@ -152,6 +177,9 @@ fn main() {
     }
     if run("transcendental") {
         transcendental_table();
+    }
+    if run("cuda_host") {
+        cuda_host_table();
     }
     if run("lstm") {
         lstm_table();
