@@ -15,6 +15,7 @@
 //! cargo run --release --example bench -- --only mlp     # the README's MLP step, speculated vs not
 //! cargo run --release --example bench -- --only unroll  # what unrolling a loop costs to compile
 //! cargo run --release --example bench -- --only hit     # the cost of one replay of a tiny block
+//! cargo run --release --example bench -- --only cuda-plan  # the LSTM step's CUDA kernels (no GPU)
 //! cargo run --release --example bench -- --only dims    # one generic graph vs one per batch size
 //! cargo run --release --example bench -- --only stream  # an LSTM LM over varying T and B
 //! cargo run --release --example bench -- --only replan  # split programs' memory plans, A/B
@@ -476,6 +477,8 @@ enum Workload {
     Long,
     /// The fused-program interpreter against one compiled loop over the same functions.
     Fused,
+    /// The steps of a CUDA run of the traced LSTM LM step, by kind (no GPU needed).
+    CudaPlan,
 }
 
 fn main() {
@@ -502,8 +505,13 @@ fn main() {
                 | Workload::Joins
                 | Workload::Long
                 | Workload::Fused
+                | Workload::CudaPlan
         ),
     };
+    if run(Workload::CudaPlan) {
+        bench_cuda::print_plan();
+        return;
+    }
     if run(Workload::Fused) {
         bench_fused::fused_cost(quick);
         return;

@@ -5,6 +5,7 @@
 #![allow(dead_code)]
 
 use super::lstm_lm;
+use janus::Traced;
 use janus::prelude::*;
 use std::time::Instant;
 
@@ -59,6 +60,33 @@ fn eight_inputs(
 fn axpb(x: &Tensor) -> Tensor {
     let y = (x * 2.0 + 1.0).relu();
     y
+}
+
+/// The steps of the traced LSTM LM step's CUDA plan, by kind, as one line: `(total, line)`.
+/// Each step is one launch or more (a `cat` copies each part, a split reduction runs twice).
+fn plan_line(traced: &Traced<impl Fn(&[Tensor]) -> Vec<Tensor>>) -> Option<(usize, String)> {
+    let (kinds, memos) = traced.compiled()?.cuda_step_counts();
+    let total = kinds.iter().map(|k| k.1).sum::<usize>() + memos;
+    let parts: Vec<String> = kinds.iter().map(|(k, n)| format!("{n} {k}")).collect();
+    Some((total, format!("{total} steps of one launch or more: {}, {memos} memo copies", parts.join(", "))))
+}
+
+/// Prints the traced LSTM LM step's CUDA plan (`bench -- --only cuda-plan`): traced and run on
+/// the CPU, then lowered as a CUDA run would lower it.
+pub fn print_plan() {
+    janus::manual_seed(0);
+    let m = lstm_lm::LstmLm::new(lstm_lm::V, lstm_lm::H);
+    let data = lstm_lm::Batches::synthetic(1);
+    let (xs, ys) = data.batch(0);
+    let traced = trace(lstm_lm::flat_sgd_step);
+    let args = lstm_lm::flat_args(&m.params(), xs, ys);
+    for _ in 0..2 {
+        traced.run(&args);
+    }
+    match plan_line(&traced) {
+        Some((_, line)) => println!("LSTM LM training step (T=32, B=32, V=65, H=128) on CUDA: {line}"),
+        None => println!("the LSTM LM step did not compile"),
+    }
 }
 
 /// Prints the CUDA rows.
@@ -123,6 +151,9 @@ pub fn run(dev: Device, quick: bool) {
             "\n(traced step: {graphs} CUDA-graph replays, {plain} step-by-step runs; host time to enqueue \
              one step {host_ms:.3} ms of its {t:.3})"
         );
+    }
+    if let Some((total, line)) = plan_line(&traced) {
+        println!("(its plan: {line}; {:.2} µs of the step per step)", t * 1e3 / total as f64);
     }
 
     // Host time of one replay of an 8-input fragment: enqueue only (the GPU's work is tiny and

@@ -201,6 +201,12 @@ impl Compiled {
         v
     }
 
+    /// The forward executor's CUDA steps by kind, and its memo copies (see
+    /// [`Executor::cuda_step_counts`](crate::exec::Executor::cuda_step_counts)).
+    pub fn cuda_step_counts(&self) -> (Vec<(String, usize)>, usize) {
+        self.exec.cuda_step_counts()
+    }
+
     /// CUDA runs of the forward executor: `(CUDA-graph replays, step-by-step runs)`.
     pub fn cuda_runs(&self) -> (u64, u64) {
         self.exec.cuda_runs()

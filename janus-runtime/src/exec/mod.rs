@@ -101,6 +101,31 @@ impl Executor {
         })
     }
 
+    /// The steps a CUDA run executes, counted by kind (`fused`, `matmul`, `reduce`, ..., and
+    /// `generic OP` for ops that run their eager kernel), sorted by kind, and the memo copies
+    /// before them. Needs no GPU: the CUDA lowering is device-independent.
+    pub fn cuda_step_counts(&self) -> (Vec<(String, usize)>, usize) {
+        let l = self.cuda_lowered();
+        let mut counts: std::collections::BTreeMap<String, usize> = Default::default();
+        for s in &l.steps {
+            let kind = match &s.kind {
+                lower::StepKind::Fused { .. } => "fused".to_string(),
+                lower::StepKind::MatMul { .. } => "matmul".to_string(),
+                lower::StepKind::Reduce { .. } => "reduce".to_string(),
+                lower::StepKind::Cat { .. } => "cat".to_string(),
+                lower::StepKind::Copy { .. } => "copy".to_string(),
+                lower::StepKind::RngState { .. } => "rng state".to_string(),
+                lower::StepKind::Random { .. } => "random".to_string(),
+                lower::StepKind::Multinomial { .. } => "multinomial".to_string(),
+                lower::StepKind::Generic { op, .. } => format!("generic {}", op.name()),
+                lower::StepKind::Loop { .. } => "loop".to_string(),
+                lower::StepKind::WindowPart { .. } => "window part".to_string(),
+            };
+            *counts.entry(kind).or_default() += 1;
+        }
+        (counts.into_iter().collect(), l.memos.len())
+    }
+
     /// The generated elementwise kernels (fused groups, shapes baked in) a CUDA run uses.
     pub fn cuda_kernels(&self) -> Vec<janus_kernels::cuda::codegen::EwSpec> {
         cuda::fused_specs(self.cuda_lowered())
