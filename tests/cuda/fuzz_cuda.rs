@@ -101,6 +101,16 @@ fn janus_frames(bt: &std::backtrace::Backtrace) -> String {
     frames.join("\n    ")
 }
 
+/// A caught panic's message and where it happened (recorded by the test's hook).
+fn panic_text(e: &(dyn std::any::Any + Send)) -> String {
+    let msg = e
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_default();
+    format!("{msg} {}", PANIC_AT.with(|p| p.borrow().clone()))
+}
+
 #[test]
 fn cuda_programs_match_the_cpu() {
     let Some(dev) = cuda() else { return };
@@ -136,18 +146,18 @@ fn cuda_programs_match_the_cpu() {
                     if seed >= first + count {
                         break;
                     }
-                    let p = generate(seed);
+                    // A panic in the generator too is this seed's failure (and leaves the
+                    // hook to be restored below).
+                    let p = match std::panic::catch_unwind(|| generate(seed)) {
+                        Ok(p) => p,
+                        Err(e) => {
+                            let why = format!("seed {seed}: the generator panicked: {}", panic_text(&*e));
+                            results.lock().unwrap().push((seed, Err(why)));
+                            continue;
+                        }
+                    };
                     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| check(&p, dev)));
-                    let r = r.unwrap_or_else(|e| {
-                        Err(format!(
-                            "panic: {} {}",
-                            e.downcast_ref::<String>()
-                                .cloned()
-                                .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
-                                .unwrap_or_default(),
-                            PANIC_AT.with(|p| p.borrow().clone())
-                        ))
-                    });
+                    let r = r.unwrap_or_else(|e| Err(format!("panic: {}", panic_text(&*e))));
                     program::set_device(Device::Cpu);
                     results
                         .lock()

@@ -31,6 +31,14 @@ fn check(call: &'static str, s: sys::cublasStatus_t) -> Result<(), CudaError> {
     }
 }
 
+/// Makes the next product set cuBLAS's stream and workspace again (called when a capture's
+/// stream is destroyed: a stream created later may reuse its handle value).
+pub(crate) fn forget_stream(dev: &CudaDevice) {
+    if let Some(b) = dev.blas.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
+        b.stream = 0;
+    }
+}
+
 impl Blas {
     fn new(dev: &Arc<CudaDevice>) -> Result<Blas, CudaError> {
         libs::preload();

@@ -453,7 +453,7 @@ impl EwSpec {
             // Dense and scalar operands: four elements per thread and pass, S apart (each warp's
             // accesses stay coalesced), every load issued before any arithmetic, so each thread
             // has four loads per input in flight. The tail runs the plain loop below.
-            let _ = writeln!(s, "  for (; i + 3 * S < n; i += 4 * S) {{");
+            let _ = writeln!(s, "  for (; i + {} * S < n; i += {UNROLL} * S) {{", UNROLL - 1);
             for u in 0..UNROLL {
                 for input in self.loaded_inputs() {
                     let (dt, acc) = self.inputs[input];

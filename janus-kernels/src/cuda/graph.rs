@@ -93,6 +93,8 @@ impl Drop for Capturing<'_> {
             }
             let _ = sys::cuStreamDestroy_v2(self.stream);
         }
+        // A later stream may get this one's handle: cuBLAS must be told again.
+        super::blas::forget_stream(self.dev);
         if let Some((_, held)) = CAPTURE.with(|c| c.borrow_mut().take()) {
             self.dev.release_held(held);
         }

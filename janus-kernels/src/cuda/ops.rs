@@ -1,6 +1,7 @@
 //! Launching kernels on device views: the CUDA counterpart of the CPU kernel modules. Each
-//! function takes strided views and destination addresses and enqueues work; none allocates
-//! (so they run unchanged inside a CUDA graph capture).
+//! function takes strided views and destination addresses and enqueues work. Only a split
+//! reduction allocates (its partials, from the caching allocator, whose blocks a CUDA graph
+//! capture holds), so they all run unchanged inside a capture.
 
 use super::CudaError;
 use super::codegen::{Access, Baked, EwSpec, canonical_program, const_words, plan_access};
@@ -269,6 +270,9 @@ pub fn reduce_passes(
     } else {
         1
     };
+    // As many chunks as the rounded-up chunk length needs (none left empty).
+    let chunk = n_red.div_ceil(chunks).max(1);
+    let chunks = n_red.div_ceil(chunk).max(1);
     let first = ReducePass {
         n_out,
         n_red,
@@ -276,7 +280,7 @@ pub fn reduce_passes(
         red: (red.0.to_vec(), red.1.to_vec()),
         per_thread,
         chunks,
-        chunk: n_red.div_ceil(chunks).max(1),
+        chunk,
         from_partials: false,
         to_partials: chunks > 1,
     };
