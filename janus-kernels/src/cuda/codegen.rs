@@ -454,8 +454,9 @@ impl EwSpec {
             // accesses stay coalesced), every load issued before any arithmetic, so each thread
             // has four loads per input in flight. The tail runs the plain loop below.
             let _ = writeln!(s, "  for (; i + {} * S < n; i += {UNROLL} * S) {{", UNROLL - 1);
+            let loaded = self.loaded_inputs();
             for u in 0..UNROLL {
-                for input in self.loaded_inputs() {
+                for &input in &loaded {
                     let (dt, acc) = self.inputs[input];
                     let at = if acc == Access::Scalar { "0".to_string() } else { format!("i + {u} * S") };
                     let _ = writeln!(

@@ -193,12 +193,13 @@ pub fn reduce(
         let at = |partial: bool, or: u64| {
             if partial { partials.as_ref().map_or(or, super::DeviceBuffer::ptr) } else { or }
         };
-        let args =
-            pass.args(op).ptr(at(pass.from_partials, x.start())).ptr(at(pass.to_partials, out)).tail(pass);
-        let lanes = if pass.per_thread { 1 } else { 32 };
+        let args = pass.args(op, at(pass.from_partials, x.start()), at(pass.to_partials, out));
+        let units = pass.results();
+        let grid =
+            if pass.per_thread { grid_for(units, dev.sm_count) } else { grid_for_warps(units, dev.sm_count) };
         // SAFETY: `x` is a live view of the described layout; `out` holds `n_out` results and
         // `partials` the first pass's.
-        unsafe { dev.launch(f, grid_for(pass.results().saturating_mul(lanes), dev.sm_count), args)? };
+        unsafe { dev.launch(f, grid, args)? };
     }
     // `partials` returns to the stream-ordered cache here: later work reusing it runs after.
     Ok(())
@@ -233,21 +234,19 @@ impl ReducePass {
         self.n_out * self.chunks
     }
 
-    /// The kernel's arguments before the source and destination addresses.
-    pub fn args(&self, op: ReduceOp) -> Args {
+    /// The kernel's arguments, reading `src` and writing `dst`.
+    pub fn args(&self, op: ReduceOp, src: u64, dst: u64) -> Args {
         Args::new()
             .u32(reduce_code(op))
             .i64(self.n_out as i64)
             .i64(self.n_red as i64)
             .nd(&self.kept.0, &self.kept.1)
             .nd(&self.red.0, &self.red.1)
-    }
-}
-
-impl Args {
-    /// A reduce pass's arguments after the addresses.
-    fn tail(self, p: &ReducePass) -> Args {
-        self.u32(p.per_thread as u32).i64(p.chunks as i64).i64(p.chunk as i64)
+            .ptr(src)
+            .ptr(dst)
+            .u32(self.per_thread as u32)
+            .i64(self.chunks as i64)
+            .i64(self.chunk as i64)
     }
 }
 

@@ -165,6 +165,24 @@ pub(crate) enum ReduceKind {
 }
 
 impl StepKind {
+    /// The step's kind, for counts (`fused`, `matmul`, ..., `generic OP` for an op that runs
+    /// its eager kernel).
+    pub(crate) fn kind_name(&self) -> String {
+        match self {
+            StepKind::Fused { .. } => "fused".into(),
+            StepKind::MatMul { .. } => "matmul".into(),
+            StepKind::Reduce { .. } => "reduce".into(),
+            StepKind::Cat { .. } => "cat".into(),
+            StepKind::Copy { .. } => "copy".into(),
+            StepKind::RngState { .. } => "rng state".into(),
+            StepKind::Random { .. } => "random".into(),
+            StepKind::Multinomial { .. } => "multinomial".into(),
+            StepKind::Generic { op, .. } => format!("generic {}", op.name()),
+            StepKind::Loop { .. } => "loop".into(),
+            StepKind::WindowPart { .. } => "window part".into(),
+        }
+    }
+
     /// Operand nodes read.
     pub(crate) fn reads(&self) -> SmallVec<[usize; 4]> {
         match self {

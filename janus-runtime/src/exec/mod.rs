@@ -108,20 +108,7 @@ impl Executor {
         let l = self.cuda_lowered();
         let mut counts: std::collections::BTreeMap<String, usize> = Default::default();
         for s in &l.steps {
-            let kind = match &s.kind {
-                lower::StepKind::Fused { .. } => "fused".to_string(),
-                lower::StepKind::MatMul { .. } => "matmul".to_string(),
-                lower::StepKind::Reduce { .. } => "reduce".to_string(),
-                lower::StepKind::Cat { .. } => "cat".to_string(),
-                lower::StepKind::Copy { .. } => "copy".to_string(),
-                lower::StepKind::RngState { .. } => "rng state".to_string(),
-                lower::StepKind::Random { .. } => "random".to_string(),
-                lower::StepKind::Multinomial { .. } => "multinomial".to_string(),
-                lower::StepKind::Generic { op, .. } => format!("generic {}", op.name()),
-                lower::StepKind::Loop { .. } => "loop".to_string(),
-                lower::StepKind::WindowPart { .. } => "window part".to_string(),
-            };
-            *counts.entry(kind).or_default() += 1;
+            *counts.entry(s.kind.kind_name()).or_default() += 1;
         }
         (counts.into_iter().collect(), l.memos.len())
     }
