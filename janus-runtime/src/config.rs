@@ -52,7 +52,7 @@ pub struct Config {
     /// Fetch the cold operands of the fused steps after long products into the caches while
     /// the products run (off unless `JANUS_PREFETCH=1`; `exec/cpu/prefetch.rs`).
     pub prefetch: bool,
-    /// Put `f32` arenas of at least 2 MiB in mappings of their own marked for transparent huge pages
+    /// Put CPU arenas of at least 2 MiB in mappings of their own marked for transparent huge pages
     /// (off unless `JANUS_HUGEPAGES=1`; `exec/cpu/pages.rs`, Linux only).
     pub hugepages: bool,
     /// Time every CPU executor step (`JANUS_PROFILE=1`); profiled runs are serial.
@@ -254,7 +254,7 @@ pub fn prefetch() -> bool {
 }
 
 /// Overrides `JANUS_HUGEPAGES` for arenas allocated from now on: `true` puts each CPU
-/// program's `f32` arena (the other dtypes' stay in the allocator's memory) of at least 2 MiB in a 2 MiB-aligned mapping of its own that asks Linux for
+/// arena (of any dtype) of at least 2 MiB in a 2 MiB-aligned mapping of its own that asks Linux for
 /// transparent huge pages (`madvise`), `false` in the allocator's memory. For benchmarks
 /// comparing both.
 pub fn set_hugepages(on: bool) {

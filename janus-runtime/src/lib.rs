@@ -71,6 +71,7 @@ pub use config::{
 };
 pub use device::Device;
 pub use error::{CheckpointError, DeviceError};
+pub use exec::{cached_arena_bytes, release_cached_arenas};
 pub use janus_kernels::{DType, Element};
 pub use module::Module;
 pub use profile::{report as profile_report, reset as profile_reset};

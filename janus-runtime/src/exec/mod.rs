@@ -12,6 +12,7 @@ pub(crate) mod lower;
 pub(crate) mod memory;
 
 pub(crate) use cpu::recycle_output_list;
+pub use cpu::shelf::{cached_bytes as cached_arena_bytes, release as release_cached_arenas};
 #[cfg(feature = "fault-injection")]
 pub use faults::{break_compiled_backward, break_fused_kernels};
 pub use memory::MemoryPlan;

@@ -8,34 +8,59 @@
 
 use super::packs::{PackPlan, Packs};
 use super::pages::ArenaBuf;
+use super::shelf::{self, Shelved};
 use crate::exec::lower::{BufRef, ValRef};
 use crate::exec::memory::dtype_slot;
 use crate::tensor::Tensor;
 use janus_kernels::strided::Src;
 use janus_kernels::{CpuBuffer, DType, Element};
 
-/// Per-dtype arenas, reused across runs through the executor's pool.
+/// Per-dtype arenas, reused across runs: small ones kept in the executor's pool with the rest
+/// of the run state, large ones lent from the process-wide shelf for each run (`shelf.rs`).
 pub(crate) struct Arenas {
     f32: ArenaBuf<f32>,
-    f64: Vec<f64>,
-    i64: Vec<i64>,
-    bool: Vec<bool>,
+    f64: ArenaBuf<f64>,
+    i64: ArenaBuf<i64>,
+    bool: ArenaBuf<bool>,
 }
 
 impl Arenas {
-    pub(crate) fn new(len: [usize; 4]) -> Self {
+    /// No arena at all (a run without intermediates, or state not yet [`fill`](Arenas::fill)ed):
+    /// cheaper than zero-filling, which still cost ~80 instructions on the hit path.
+    pub(crate) const fn empty() -> Self {
         Arenas {
-            f32: ArenaBuf::new(len[0]),
-            f64: vec![0.0; len[1]],
-            i64: vec![0; len[2]],
-            bool: vec![false; len[3]],
+            f32: ArenaBuf::empty(),
+            f64: ArenaBuf::empty(),
+            i64: ArenaBuf::empty(),
+            bool: ArenaBuf::empty(),
         }
     }
 
-    /// No arena at all (a run without intermediates): cheaper than `new([0; 4])`, whose
-    /// zero-filling `vec!`s still cost ~80 instructions on the hit path.
-    pub(crate) const fn empty() -> Self {
-        Arenas { f32: ArenaBuf::empty(), f64: Vec::new(), i64: Vec::new(), bool: Vec::new() }
+    /// Gives each dtype whose arena holds fewer than `len` elements one that holds them: from
+    /// the shelf when that large, else a fresh zeroed one.
+    pub(crate) fn fill(&mut self, len: [usize; 4]) {
+        fn one<T: Shelved>(a: &mut ArenaBuf<T>, len: usize) {
+            if a.len() < len {
+                *a = if shelf::lends::<T>(len) { shelf::take(len) } else { ArenaBuf::new(len) };
+            }
+        }
+        one(&mut self.f32, len[0]);
+        one(&mut self.f64, len[1]);
+        one(&mut self.i64, len[2]);
+        one(&mut self.bool, len[3]);
+    }
+
+    /// Returns the large arenas to the shelf, for whichever run needs one next.
+    pub(crate) fn shelve(&mut self) {
+        fn one<T: Shelved>(a: &mut ArenaBuf<T>) {
+            if shelf::lends::<T>(a.len()) {
+                shelf::put(std::mem::replace(a, ArenaBuf::empty()));
+            }
+        }
+        one(&mut self.f32);
+        one(&mut self.f64);
+        one(&mut self.i64);
+        one(&mut self.bool);
     }
 }
 

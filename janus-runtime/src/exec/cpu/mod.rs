@@ -1,8 +1,9 @@
 //! The CPU backend: the lowered steps run over per-dtype arenas of host memory (see
 //! `frame.rs`, which holds all of the executor's `unsafe`), on the calling thread or on two
-//! workers (`schedule.rs`). Each run takes an arena from a pool (one per concurrent caller), so
-//! threads share compiled code but never buffers, and after the first run no intermediate
-//! buffer is allocated.
+//! workers (`schedule.rs`). Each run takes its state from a pool (one per concurrent caller),
+//! so threads share compiled code but never buffers, and after the first run no intermediate
+//! buffer is allocated. Arenas of a MiB or more are lent for the run from a process-wide shelf
+//! instead (`shelf.rs`), so that the instances of a graph over many batch sizes share them.
 
 mod frame;
 mod packs;
@@ -11,6 +12,7 @@ mod prefetch;
 mod profile;
 mod replan;
 pub(crate) mod schedule;
+pub(crate) mod shelf;
 mod split;
 pub(crate) mod steps;
 
@@ -224,10 +226,12 @@ impl CpuPlan {
             no_arenas = Arenas::empty();
             (&mut no_arenas, None, &packs::Packs::EMPTY)
         } else {
-            let run = self.pool.take().unwrap_or_else(|| {
-                Box::new((Arenas::new(l.plan.arena_len), Default::default(), Default::default()))
-            });
+            let run = self
+                .pool
+                .take()
+                .unwrap_or_else(|| Box::new((Arenas::empty(), Default::default(), Default::default())));
             let (arenas, scratch, packed) = &mut **pooled.insert(run);
+            arenas.fill(l.plan.arena_len);
             if !self.packs.is_empty() {
                 packed.reset(&self.packs);
             }
@@ -278,7 +282,8 @@ impl CpuPlan {
                 tl.write(l);
             }
         }
-        if let Some(run) = pooled {
+        if let Some(mut run) = pooled {
+            run.0.shelve();
             self.pool.put(run);
         }
         let mut list = output_list(l.outputs.len());

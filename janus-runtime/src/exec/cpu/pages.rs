@@ -18,11 +18,13 @@ const LINE: usize = 64;
 
 /// One arena of `T`, zeroed at creation.
 pub(crate) enum ArenaBuf<T> {
-    /// The allocator's memory, from element `.1` (the first on a cache-line boundary).
-    Heap(Vec<T>, usize),
-    /// A mapping of `map_len` bytes at `map`; the arena starts at its first 2 MiB boundary.
+    /// The allocator's memory, from element `.1` (the first on a cache-line boundary), `.2`
+    /// elements long.
+    Heap(Vec<T>, usize, usize),
+    /// A mapping of `map_len` bytes at `map`; the arena starts at its first 2 MiB boundary and
+    /// holds `len` elements.
     #[cfg(target_os = "linux")]
-    Mapped { map: *mut libc::c_void, map_len: usize, start: *mut T },
+    Mapped { map: *mut libc::c_void, map_len: usize, start: *mut T, len: usize },
 }
 
 // SAFETY: the mapping is owned by the value like a `Vec`'s memory, and is only reached through
@@ -37,7 +39,7 @@ impl<T: Clone + Default> ArenaBuf<T> {
         let bytes = len * std::mem::size_of::<T>();
         if bytes >= MIN_BYTES && crate::config::hugepages() {
             #[cfg(target_os = "linux")]
-            if let Some(buf) = Self::mapped(bytes) {
+            if let Some(buf) = Self::mapped(len) {
                 return buf;
             }
         }
@@ -47,12 +49,13 @@ impl<T: Clone + Default> ArenaBuf<T> {
         let size = std::mem::size_of::<T>().max(1);
         let v = vec![T::default(); len + LINE / size];
         let skip = (LINE - v.as_ptr() as usize % LINE) % LINE / size;
-        ArenaBuf::Heap(v, skip)
+        ArenaBuf::Heap(v, skip, len)
     }
 
     #[cfg(target_os = "linux")]
-    fn mapped(bytes: usize) -> Option<Self> {
+    fn mapped(len: usize) -> Option<Self> {
         const HUGE: usize = 2 << 20;
+        let bytes = len * std::mem::size_of::<T>();
         let used = bytes.div_ceil(HUGE) * HUGE;
         let map_len = used + HUGE;
         // SAFETY: an anonymous private mapping at an address of the kernel's choosing touches no
@@ -75,21 +78,30 @@ impl<T: Clone + Default> ArenaBuf<T> {
         let start = unsafe { map.cast::<u8>().add(skip) };
         // SAFETY: advice on a range of our own mapping; a refusal (THP off) is harmless.
         unsafe { libc::madvise(start.cast(), used, libc::MADV_HUGEPAGE) };
-        Some(ArenaBuf::Mapped { map, map_len, start: start.cast() })
+        Some(ArenaBuf::Mapped { map, map_len, start: start.cast(), len })
     }
 }
 
 impl<T> ArenaBuf<T> {
     /// An empty arena (no allocation).
     pub(crate) const fn empty() -> Self {
-        ArenaBuf::Heap(Vec::new(), 0)
+        ArenaBuf::Heap(Vec::new(), 0, 0)
+    }
+
+    /// Elements the arena holds.
+    pub(crate) fn len(&self) -> usize {
+        match self {
+            ArenaBuf::Heap(_, _, len) => *len,
+            #[cfg(target_os = "linux")]
+            ArenaBuf::Mapped { len, .. } => *len,
+        }
     }
 
     /// The arena's first element.
     pub(crate) fn as_mut_ptr(&mut self) -> *mut T {
         match self {
             // SAFETY: `skip` is within the allocation (`new` allocated that many extra).
-            ArenaBuf::Heap(v, skip) => unsafe { v.as_mut_ptr().add(*skip) },
+            ArenaBuf::Heap(v, skip, _) => unsafe { v.as_mut_ptr().add(*skip) },
             #[cfg(target_os = "linux")]
             ArenaBuf::Mapped { start, .. } => *start,
         }
@@ -136,7 +148,7 @@ mod tests {
     #[test]
     fn mapped_arenas_start_zeroed_on_a_2_mib_boundary() {
         let len = 3 * MIN_BYTES / 4 + 5;
-        let mut a = ArenaBuf::<f32>::mapped(len * 4).expect("an anonymous mapping of 8 MiB");
+        let mut a = ArenaBuf::<f32>::mapped(len).expect("an anonymous mapping of 8 MiB");
         assert!(a.is_mapped());
         let p = a.as_mut_ptr();
         assert_eq!(p as usize % (2 << 20), 0, "a mapped arena starts on a 2 MiB boundary");
