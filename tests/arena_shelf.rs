@@ -18,8 +18,12 @@ fn replays() -> u64 {
     janus::stats().function("features").map(|f| f.hits).sum()
 }
 
+// The cache is the process's: the two tests take turns (the first one counts its bytes).
+static TURNS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 #[test]
 fn runs_in_shared_arenas_give_the_same_bits_and_small_batches_reuse_large_arenas() {
+    let _turn = TURNS.lock().unwrap_or_else(|e| e.into_inner());
     janus::manual_seed(11);
     let w = Tensor::randn([64, 64]) * 0.2;
     let input = |rows: usize| (Tensor::randn([rows, 64]) * 0.7).tanh();
@@ -65,4 +69,36 @@ fn runs_in_shared_arenas_give_the_same_bits_and_small_batches_reuse_large_arenas
     let x = &xs[1];
     let again = features(&w, x).to_vec::<f32>();
     assert!(first[1].as_ref() == Some(&again), "20000 rows after the cache was released");
+}
+
+/// Threads running several sizes at once share the cache: every call still gives the bits the
+/// same size gave alone (each run holds its arena until it ends, so no two runs share one).
+#[test]
+fn threads_that_share_the_cache_give_the_bits_each_size_gives_alone() {
+    let _turn = TURNS.lock().unwrap_or_else(|e| e.into_inner());
+    janus::manual_seed(12);
+    let w = Tensor::randn([64, 64]) * 0.2;
+    let xs: Vec<Tensor> =
+        [5000, 12000, 7000, 26000].iter().map(|&r| (Tensor::randn([r, 64]) * 0.7).tanh()).collect();
+    let alone: Vec<Vec<f32>> = xs
+        .iter()
+        .map(|x| {
+            (0..3).for_each(|_| _ = features(&w, x));
+            features(&w, x).to_vec::<f32>()
+        })
+        .collect();
+    let before = replays();
+    std::thread::scope(|s| {
+        for t in 0..4 {
+            let (w, xs, alone) = (&w, &xs, &alone);
+            s.spawn(move || {
+                for round in 0..12 {
+                    let k = (t + round) % xs.len();
+                    let got = features(w, &xs[k]).to_vec::<f32>();
+                    assert!(got == alone[k], "thread {t}, round {round}: {} rows", xs[k].dims()[0]);
+                }
+            });
+        }
+    });
+    assert!(replays() >= before + 40, "the threads replayed {} of 48 calls", replays() - before);
 }

@@ -70,7 +70,23 @@ pub(crate) fn fresh_id() -> u64 {
 impl Tensor {
     pub(crate) fn from_parts(shape: Shape, dtype: DType, data: Option<Data>, grad: GradMeta) -> Tensor {
         let device = data.as_ref().map_or(Device::Cpu, |d| d.storage.device());
-        Tensor(triomphe::Arc::new(TensorInner { id: fresh_id(), shape, dtype, device, data, grad }))
+        // Written field by field into the allocation: `Arc::new` built the value on the stack
+        // and copied it with a `memcpy` call, whose wide loads of the just-written narrow
+        // stores stalled (4% of a dispatch-only replay, perf).
+        let mut arc = triomphe::Arc::<std::mem::MaybeUninit<TensorInner>>::new_uninit();
+        let p = arc.as_mut_ptr().cast::<TensorInner>();
+        // SAFETY: `p` is the fresh, unshared allocation of `arc`; each field is written exactly
+        // once (none is read or dropped before), so the value is initialised when
+        // `assume_init` runs.
+        unsafe {
+            std::ptr::addr_of_mut!((*p).id).write(fresh_id());
+            std::ptr::addr_of_mut!((*p).shape).write(shape);
+            std::ptr::addr_of_mut!((*p).dtype).write(dtype);
+            std::ptr::addr_of_mut!((*p).device).write(device);
+            std::ptr::addr_of_mut!((*p).data).write(data);
+            std::ptr::addr_of_mut!((*p).grad).write(grad);
+            Tensor(arc.assume_init())
+        }
     }
 
     /// A concrete tensor without autograd history over a fresh contiguous buffer.

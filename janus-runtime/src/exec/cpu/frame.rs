@@ -25,8 +25,7 @@ pub(crate) struct Arenas {
 }
 
 impl Arenas {
-    /// No arena at all (a run without intermediates, or state not yet [`fill`](Arenas::fill)ed):
-    /// cheaper than zero-filling, which still cost ~80 instructions on the hit path.
+    /// No arena at all: a run state not yet [`fill`](Arenas::fill)ed.
     pub(crate) const fn empty() -> Self {
         Arenas {
             f32: ArenaBuf::empty(),
@@ -92,12 +91,13 @@ fn base_ptr(b: &mut CpuBuffer) -> *mut u8 {
 
 impl<'a> Frame<'a> {
     /// `inputs` must be contiguous tensors; `outs` are this run's output buffers, not yet
-    /// shared.
+    /// shared; `arenas` is `None` for a program without intermediates (no arena is built on
+    /// that hit path).
     pub(crate) fn new(
         inputs: &'a [Tensor],
         consts: &'a [Tensor],
         memos: &'a [Tensor],
-        arenas: &'a mut Arenas,
+        arenas: Option<&'a mut Arenas>,
         outs: &'a mut [crate::storage::SharedBuffer],
         packs: (&'a PackPlan, &'a Packs),
     ) -> Self {
@@ -111,12 +111,14 @@ impl<'a> Frame<'a> {
             inputs,
             consts,
             memos,
-            arena: [
-                arenas.f32.as_mut_ptr().cast(),
-                arenas.f64.as_mut_ptr().cast(),
-                arenas.i64.as_mut_ptr().cast(),
-                arenas.bool.as_mut_ptr().cast(),
-            ],
+            arena: arenas.map_or([std::ptr::null_mut(); 4], |a| {
+                [
+                    a.f32.as_mut_ptr().cast(),
+                    a.f64.as_mut_ptr().cast(),
+                    a.i64.as_mut_ptr().cast(),
+                    a.bool.as_mut_ptr().cast(),
+                ]
+            }),
             outs: out_ptrs,
             packs,
         }

@@ -220,11 +220,9 @@ impl CpuPlan {
         // two-worker scratch, no packed copies (the hit path of small blocks, where building
         // and dropping that scratch cost ~50 instructions per replay, callgrind).
         let stateless = l.plan.arena_len == [0; 4] && !two_workers && self.packs.is_empty();
-        let mut no_arenas;
         let mut pooled = None;
         let (arenas, scratch, packed) = if stateless {
-            no_arenas = Arenas::empty();
-            (&mut no_arenas, None, &packs::Packs::EMPTY)
+            (None, None, &packs::Packs::EMPTY)
         } else {
             let run = self
                 .pool
@@ -235,7 +233,7 @@ impl CpuPlan {
             if !self.packs.is_empty() {
                 packed.reset(&self.packs);
             }
-            (arenas, Some(scratch), &*packed)
+            (Some(arenas), Some(scratch), &*packed)
         };
         let mut outs: SmallVec<[crate::storage::SharedBuffer; 4]> = SmallVec::new();
         for &(d, n) in &l.output_bufs {
