@@ -198,6 +198,40 @@ fn softmax_backward_sum_by_hand(x: &[f32], g: &[f32], y: &[f32], out: &mut [f32]
     )
 }
 
+/// CartPole's ReLU backward over a worker's half of its 500-step episode, `(x > 0) * g` on
+/// `[250, 128]`, as the update's graph fuses it (`gt`, `to_dtype`, `mul`).
+fn relu_backward() -> Program {
+    use Instr::*;
+    Program {
+        instrs: vec![
+            Load { dst: 0, input: 0 },
+            BinaryConst {
+                dst: 1,
+                f: FBinary::Cmp(janus_kernels::CmpOp::Gt),
+                a: 0,
+                c: 0f64.to_bits(),
+                const_left: false,
+            },
+            Load { dst: 0, input: 1 },
+            Binary { dst: 2, f: FBinary::Op(BinaryOp::Mul), a: 1, b: 0 },
+        ],
+        num_regs: 3,
+        outputs: vec![2],
+    }
+}
+
+/// The same as one loop.
+fn relu_backward_by_hand(x: &[f32], g: &[f32], out: &mut [f32]) {
+    with_best_simd(
+        #[inline(always)]
+        || {
+            for ((o, &x), &g) in out.iter_mut().zip(x).zip(g) {
+                *o = if x > 0.0 { 1.0 } else { 0.0 } * g;
+            }
+        },
+    )
+}
+
 /// Microseconds per call of `f`, the median of `rounds` rounds of `calls` calls each.
 fn per_call(rounds: usize, calls: usize, mut f: impl FnMut()) -> Vec<f64> {
     (0..rounds)
@@ -281,8 +315,24 @@ pub fn fused_cost(quick: bool) {
         same_bits(&[sm_out.clone(), sm_sums.to_vec()], &[hand_out.clone(), hand_sums.to_vec()]),
         "the column sum by hand differs from the interpreter"
     );
-    let mut times: [Vec<f64>; 6] = Default::default();
+    // CartPole's ReLU backward.
+    let rn = 250 * 128;
+    let (rx, rg): (Vec<f32>, Vec<f32>) =
+        ((0..rn).map(|i| value(i, 6)).collect(), (0..rn).map(|i| value(i, 7)).collect());
+    let rb = relu_backward();
+    let (mut r_interp, mut r_hand) = (vec![0.0f32; rn], vec![0.0f32; rn]);
+    let rs = [128, 1];
+    let run_rb = |out: &mut [f32]| {
+        let inputs = [rx.as_slice(), &rg].map(|v| Input::Float(Src::new(v, &rs, 0)));
+        fused::run(&rb, &[250, 128], &inputs, [Output::Float(out)].into_iter().collect());
+    };
+    run_rb(&mut r_interp);
+    relu_backward_by_hand(&rx, &rg, &mut r_hand);
+    assert!(same_bits(&[r_interp.clone()], &[r_hand.clone()]), "the ReLU backward by hand differs");
+    let mut times: [Vec<f64>; 8] = Default::default();
     for _ in 0..rounds {
+        times[6].extend(per_call(1, calls / 4, || run_rb(&mut r_interp)));
+        times[7].extend(per_call(1, calls / 4, || relu_backward_by_hand(&rx, &rg, &mut r_hand)));
         times[4].extend(per_call(1, calls, || run_sm(&mut sm_out, &mut sm_sums)));
         times[5].extend(per_call(1, calls, || {
             softmax_backward_sum_by_hand(&x, &g, &y, &mut hand_out, &mut hand_sums)
@@ -292,7 +342,7 @@ pub fn fused_cost(quick: bool) {
         times[2].extend(per_call(1, calls, || run_bwd(&mut arena, false)));
         times[3].extend(per_call(1, calls, || run_bwd(&mut arena, true)));
     }
-    let [a, b, c, d, e, f] = times.map(|mut t| median(&mut t));
+    let [a, b, c, d, e, f, g, h] = times.map(|mut t| median(&mut t));
     println!(
         "\nFused programs: the interpreter against one loop over the same functions (same bits), \
          {rounds} alternating rounds of {calls} calls, median µs per call (one worker's [16, 128] half)\n"
@@ -305,6 +355,7 @@ pub fn fused_cost(quick: bool) {
         "| CartPole log-softmax backward + column sum, [500, 2] (6 instructions) | {e:.2} | {f:.2} | {:.2}x |",
         e / f
     );
+    println!("| CartPole ReLU backward, [250, 128] (4 instructions) | {g:.2} | {h:.2} | {:.2}x |", g / h);
     lane_costs(rounds, calls);
 }
 
