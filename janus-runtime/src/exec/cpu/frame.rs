@@ -111,7 +111,9 @@ impl<'a> Frame<'a> {
             inputs,
             consts,
             memos,
-            arena: arenas.map_or([std::ptr::null_mut(); 4], |a| {
+            // Without arenas, a dangling base aligned for every dtype (as an empty `Vec`'s):
+            // zero-length values may still make slices of it, which null would not allow.
+            arena: arenas.map_or([std::ptr::NonNull::<u64>::dangling().as_ptr().cast(); 4], |a| {
                 [
                     a.f32.as_mut_ptr().cast(),
                     a.f64.as_mut_ptr().cast(),
