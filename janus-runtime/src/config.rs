@@ -93,7 +93,8 @@ pub fn config() -> &'static Config {
 /// allocator. Process-wide; `JANUS_MALLOC=0` leaves glibc's settings alone, and a program with
 /// its own `#[global_allocator]` is not affected (glibc's malloc then serves C code only).
 fn tune_malloc() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // (Not under Miri, which has no `mallopt`.)
+    #[cfg(all(target_os = "linux", target_env = "gnu", not(miri)))]
     // SAFETY: `mallopt` only sets two of glibc's allocator parameters; it is thread-safe and
     // takes no pointers.
     unsafe {

@@ -684,11 +684,17 @@ fn run_instr<'s, 'a: 's, T: Scratch>(
     len: usize,
     into: Option<(&mut Output<T>, usize)>,
 ) {
-    let into = into.map(|(o, at)| match o {
-        Output::Float(o) => &mut o[at..at + len],
+    // The positions as a raw pointer first, and both the slice this instruction writes and the
+    // view later ones read made from it: a pointer taken from a shared reborrow of the slice
+    // lost its permission when the slice was written (Miri, tree borrows: `scripts/miri.sh`).
+    let written = into.map(|(o, at)| match o {
+        Output::Float(o) => (o[at..at + len].as_mut_ptr(), len),
         _ => unreachable!("only float outputs are written in place"),
     });
-    let written = into.as_ref().map(|o| (o.as_ptr(), o.len()));
+    // SAFETY: `ptr..ptr + n` are this tile's positions of an output borrowed mutably for the
+    // whole run (the pointer comes from that borrow); nothing else reaches them while this
+    // instruction writes them.
+    let into = written.map(|(ptr, n)| unsafe { std::slice::from_raw_parts_mut(ptr, n) });
     match *ins {
         Instr::Load { dst, input } => {
             let source = frame.sources.get(input as usize).copied().unwrap_or(Source::Copy);
