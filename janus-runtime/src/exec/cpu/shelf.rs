@@ -26,44 +26,63 @@ pub(crate) const MIN_BYTES: usize = 1 << 20;
 /// What the shelf may hold without freeing anything, if its largest arena is smaller than half.
 pub(crate) const FLOOR_BYTES: usize = 256 << 20;
 
-/// The arenas not in use, oldest first, per dtype, and their total bytes.
-pub(crate) struct Shelf {
-    f32: Vec<ArenaBuf<f32>>,
-    f64: Vec<ArenaBuf<f64>>,
-    i64: Vec<ArenaBuf<i64>>,
-    bool: Vec<ArenaBuf<bool>>,
-    /// Return order across the dtypes: (dtype slot, bytes) per arena, oldest first.
-    order: Vec<(usize, usize)>,
+/// An arena on the shelf, of any dtype.
+pub(crate) enum Entry {
+    F32(ArenaBuf<f32>),
+    F64(ArenaBuf<f64>),
+    I64(ArenaBuf<i64>),
+    Bool(ArenaBuf<bool>),
+}
+
+impl Entry {
+    fn bytes(&self) -> usize {
+        match self {
+            Entry::F32(a) => bytes_of::<f32>(a.len()),
+            Entry::F64(a) => bytes_of::<f64>(a.len()),
+            Entry::I64(a) => bytes_of::<i64>(a.len()),
+            Entry::Bool(a) => bytes_of::<bool>(a.len()),
+        }
+    }
+}
+
+/// The arenas not in use, oldest first, and their total bytes.
+struct Shelf {
+    entries: Vec<Entry>,
     bytes: usize,
 }
 
-static SHELF: Mutex<Shelf> = Mutex::new(Shelf {
-    f32: Vec::new(),
-    f64: Vec::new(),
-    i64: Vec::new(),
-    bool: Vec::new(),
-    order: Vec::new(),
-    bytes: 0,
-});
+static SHELF: Mutex<Shelf> = Mutex::new(Shelf { entries: Vec::new(), bytes: 0 });
 
-/// The element types of the four arenas, each with its row of the shelf.
+/// The element types of the four arenas, each with its variant of [`Entry`].
 pub(crate) trait Shelved: Clone + Default + Sized + 'static {
-    /// Slot of the dtype (as `memory::dtype_slot`).
-    const SLOT: usize;
-    fn row(s: &mut Shelf) -> &mut Vec<ArenaBuf<Self>>;
+    fn wrap(a: ArenaBuf<Self>) -> Entry;
+    /// The entry's arena, if it is of this dtype.
+    fn peek(e: &Entry) -> Option<&ArenaBuf<Self>>;
+    fn unwrap(e: Entry) -> ArenaBuf<Self>;
 }
 
 macro_rules! shelved {
-    ($($t:ty => $slot:literal, $field:ident;)*) => {$(
+    ($($t:ty => $variant:ident;)*) => {$(
         impl Shelved for $t {
-            const SLOT: usize = $slot;
-            fn row(s: &mut Shelf) -> &mut Vec<ArenaBuf<Self>> {
-                &mut s.$field
+            fn wrap(a: ArenaBuf<Self>) -> Entry {
+                Entry::$variant(a)
+            }
+            fn peek(e: &Entry) -> Option<&ArenaBuf<Self>> {
+                match e {
+                    Entry::$variant(a) => Some(a),
+                    _ => None,
+                }
+            }
+            fn unwrap(e: Entry) -> ArenaBuf<Self> {
+                match e {
+                    Entry::$variant(a) => a,
+                    _ => unreachable!("peeked as this dtype"),
+                }
             }
         }
     )*};
 }
-shelved! { f32 => 0, f32; f64 => 1, f64; i64 => 2, i64; bool => 3, bool; }
+shelved! { f32 => F32; f64 => F64; i64 => I64; bool => Bool; }
 
 fn bytes_of<T>(len: usize) -> usize {
     len * std::mem::size_of::<T>()
@@ -88,21 +107,11 @@ fn size_class(len: usize) -> usize {
 pub(crate) fn take<T: Shelved>(len: usize) -> ArenaBuf<T> {
     {
         let mut s = SHELF.lock().unwrap();
-        let row = T::row(&mut s);
-        let best = (0..row.len()).filter(|&i| row[i].len() >= len).min_by_key(|&i| row[i].len());
-        if let Some(i) = best {
-            let buf = row.remove(i);
-            let b = bytes_of::<T>(buf.len());
-            // Of the arenas of this dtype and size, the order forgets the oldest: which one it
-            // was does not matter, only the bytes and the count.
-            let k = s
-                .order
-                .iter()
-                .position(|&(slot, n)| slot == T::SLOT && n == b)
-                .expect("shelf order lists it");
-            s.order.remove(k);
-            s.bytes -= b;
-            return buf;
+        let fits = |i: usize| T::peek(&s.entries[i]).map(ArenaBuf::len).filter(|&n| n >= len);
+        if let Some(i) = (0..s.entries.len()).filter(|&i| fits(i).is_some()).min_by_key(|&i| fits(i)) {
+            let e = s.entries.remove(i);
+            s.bytes -= e.bytes();
+            return T::unwrap(e);
         }
     }
     ArenaBuf::new(size_class(len))
@@ -113,38 +122,21 @@ pub(crate) fn put<T: Shelved>(buf: ArenaBuf<T>) {
     let mut freed = Vec::new();
     {
         let mut s = SHELF.lock().unwrap();
-        let b = bytes_of::<T>(buf.len());
-        T::row(&mut s).push(buf);
-        s.order.push((T::SLOT, b));
-        s.bytes += b;
+        let e = T::wrap(buf);
+        s.bytes += e.bytes();
+        s.entries.push(e);
         loop {
-            let largest = s.order.iter().map(|&(_, n)| n).max().unwrap_or(0);
-            if s.order.len() <= 1 || s.bytes <= FLOOR_BYTES.max(2 * largest) {
+            let largest = s.entries.iter().map(Entry::bytes).max().unwrap_or(0);
+            if s.entries.len() <= 1 || s.bytes <= FLOOR_BYTES.max(2 * largest) {
                 break;
             }
-            let (slot, n) = s.order.remove(0);
-            s.bytes -= n;
-            freed.push(remove_oldest(&mut s, slot, n));
+            let oldest = s.entries.remove(0);
+            s.bytes -= oldest.bytes();
+            freed.push(oldest);
         }
     }
     // Unmapping hundreds of MiB takes a while: not under the lock.
     drop(freed);
-}
-
-/// Removes the first arena of dtype `slot` and `bytes` from its row (the oldest: rows are in
-/// return order).
-/// Boxed, to be dropped outside the lock.
-fn remove_oldest(s: &mut Shelf, slot: usize, bytes: usize) -> Box<dyn std::any::Any> {
-    fn first<T>(row: &mut Vec<ArenaBuf<T>>, bytes: usize) -> ArenaBuf<T> {
-        let i = row.iter().position(|a| bytes_of::<T>(a.len()) == bytes).expect("shelf row holds it");
-        row.remove(i)
-    }
-    match slot {
-        0 => Box::new(first(&mut s.f32, bytes)),
-        1 => Box::new(first(&mut s.f64, bytes)),
-        2 => Box::new(first(&mut s.i64, bytes)),
-        _ => Box::new(first(&mut s.bool, bytes)),
-    }
 }
 
 /// Bytes of the large CPU arenas that compiled graphs keep between runs, shared by all of
@@ -161,14 +153,8 @@ pub fn cached_bytes() -> usize {
 pub fn release() {
     let freed = {
         let mut s = SHELF.lock().unwrap();
-        s.order.clear();
         s.bytes = 0;
-        (
-            std::mem::take(&mut s.f32),
-            std::mem::take(&mut s.f64),
-            std::mem::take(&mut s.i64),
-            std::mem::take(&mut s.bool),
-        )
+        std::mem::take(&mut s.entries)
     };
     drop(freed);
 }

@@ -10,7 +10,7 @@ use crate::shape::Strides;
 use janus_kernels::fused::{Input, Output, SumOut};
 use janus_kernels::matmul::{MatLayout, MatmulDims, matmul, matmul_bias, packed};
 use janus_kernels::reduce as red;
-use janus_kernels::strided::{PARALLEL_MIN_ELEMS, Src, copy, map1};
+use janus_kernels::strided::{Src, copy};
 use janus_kernels::{Element, philox, with_any_type, with_float_type};
 use smallvec::SmallVec;
 
@@ -273,14 +273,14 @@ fn direct_step<'a>(
     if let Op::Cast(c) = op {
         // Casts the fused programs cannot hold (from integers, between float types): the
         // Adam step's nine scalar casts took 0.6 µs each on the generic path, 5% of CartPole's
-        // update (`JANUS_PROFILE=1`). The same map as eager mode's `cast`, so the same bits.
+        // update (`JANUS_PROFILE=1`). Eager mode's own `cast_into`, so the same bits.
         let (x, o) = (val(inputs[0]), val(out));
         debug_assert_eq!(o.dtype, c.dtype);
         with_any_type!(x.dtype, S => {
             with_any_type!(c.dtype, D => {
                 // SAFETY: the result is disjoint from the operand (plan).
                 let dst = unsafe { f.dst::<D>(o) };
-                map1(&x.shape, f.src::<S>(x), dst, PARALLEL_MIN_ELEMS, |v: S| D::from_f64(v.to_f64()));
+                crate::ops::elementwise::cast_into(&x.shape, f.src::<S>(x), dst);
             })
         });
         return true;

@@ -205,10 +205,16 @@ pub(crate) fn cast(p: &Cast, x: &Tensor) -> Data {
     with_any_type!(x.dtype(), S => {
         with_any_type!(p.dtype, D => {
             let mut out = vec![D::default(); x.elems()];
-            map1(x.shape_ref(), x.src::<S>(), &mut out, PARALLEL_MIN_ELEMS, |v: S| D::from_f64(v.to_f64()));
+            cast_into(x.shape_ref(), x.src::<S>(), &mut out);
             finish(out, x.shape_ref())
         })
     })
+}
+
+/// `x` over `shape` converted into `out`: eager mode's cast, and the compiled one's
+/// (`exec/cpu/steps.rs`), so both give the same bits.
+pub(crate) fn cast_into<S: Element, D: Element>(shape: &[usize], x: Src<S>, out: &mut [D]) {
+    map1(shape, x, out, PARALLEL_MIN_ELEMS, |v: S| D::from_f64(v.to_f64()));
 }
 
 fn binary_typed<T: Element, O: Stored + Copy + Send + Default>(
