@@ -79,7 +79,7 @@ pub fn matmul<T: Float>(
     dst: &mut [T],
     accumulate: bool,
 ) {
-    product(dims, (lhs, lhs_layout), (rhs, rhs_layout), dst, accumulate, None);
+    product(dims, (lhs, lhs_layout), (rhs, rhs_layout), dst, accumulate, None, false);
 }
 
 /// `dst[b] = lhs[b] @ rhs[b] + row`, with `row` (length `n`) added to every output row: a
@@ -97,7 +97,35 @@ pub fn matmul_bias<T: Float>(
     dst: &mut [T],
 ) {
     assert_eq!(row.len(), dims.n, "matmul_bias: the bias row has the wrong length");
-    product(dims, (lhs, lhs_layout), (rhs, rhs_layout), dst, false, Some(row));
+    product(dims, (lhs, lhs_layout), (rhs, rhs_layout), dst, false, Some(row), false);
+}
+
+/// `dst[b] = relu(lhs[b] @ rhs[b] + addend)`: [`matmul`] (accumulating into `dst` when
+/// `accumulate`) or [`matmul_bias`] (with `row`), then `relu` as the elementwise op computes it
+/// ([`crate::fused::unary`]), in the product's own closing pass: a linear layer with its
+/// activation, writing the activation only. The same bits as the product followed by `relu`.
+///
+/// Panics if an operand's layout reaches outside its buffer or `row` is not `n` long.
+#[allow(clippy::too_many_arguments)]
+pub fn matmul_relu<T: Float>(
+    dims: MatmulDims,
+    lhs: &[T],
+    lhs_layout: MatLayout,
+    rhs: &[T],
+    rhs_layout: MatLayout,
+    row: Option<&[T]>,
+    dst: &mut [T],
+    accumulate: bool,
+) {
+    assert!(row.is_none_or(|r| r.len() == dims.n), "matmul_relu: the bias row has the wrong length");
+    assert!(!(accumulate && row.is_some()), "matmul_relu: a bias row or an accumulation, not both");
+    product(dims, (lhs, lhs_layout), (rhs, rhs_layout), dst, accumulate, row, true);
+}
+
+/// `relu` of one element, as the op table defines it.
+#[inline(always)]
+fn relu<T: Float>(x: T) -> T {
+    crate::fused::unary(crate::fused::FUnary::Op(crate::elementwise::UnaryOp::Relu), x)
 }
 
 /// Each element of a product is `(+0.0) + Σ products` (`c + ((+0.0) + Σ)` when accumulating),
@@ -105,15 +133,20 @@ pub fn matmul_bias<T: Float>(
 /// some from the first product, which differ on a sum of `-0.0`s, and an accumulating product
 /// must equal the product added to `c` afterwards (the GEMM epilogue). Without this pass,
 /// eager and compiled runs of one product could disagree on the sign of a zero. A bias row is
-/// added in the same pass, after the `+0.0`, as a separate add would.
+/// added in the same pass, after the `+0.0`, as a separate add would, and `relu` (when
+/// asked) last.
 #[inline(always)]
-fn epilogue<T: Float>(d: &mut [T], n: usize, bias: Option<&[T]>) {
+fn epilogue<T: Float>(d: &mut [T], n: usize, bias: Option<&[T]>, act: bool) {
     with_best_simd(
         #[inline(always)]
-        || match bias {
-            None => d.iter_mut().for_each(|x| *x += T::ZERO),
-            Some(row) => d.chunks_exact_mut(n).for_each(|r| {
+        || match (bias, act) {
+            (None, false) => d.iter_mut().for_each(|x| *x += T::ZERO),
+            (None, true) => d.iter_mut().for_each(|x| *x = relu(*x + T::ZERO)),
+            (Some(row), false) => d.chunks_exact_mut(n).for_each(|r| {
                 r.iter_mut().zip(row).for_each(|(x, &b)| *x = (*x + T::ZERO) + b);
+            }),
+            (Some(row), true) => d.chunks_exact_mut(n).for_each(|r| {
+                r.iter_mut().zip(row).for_each(|(x, &b)| *x = relu((*x + T::ZERO) + b));
             }),
         },
     );
@@ -128,6 +161,7 @@ fn product<T: Float>(
     dst: &mut [T],
     accumulate: bool,
     bias: Option<&[T]>,
+    act: bool,
 ) {
     assert_eq!(dst.len(), dims.batch * dims.m * dims.n, "matmul: destination has the wrong length");
     let MatmulDims { batch, m, n, k } = stack_batches(dims, lhs_layout, rhs_layout);
@@ -138,7 +172,7 @@ fn product<T: Float>(
         if !accumulate {
             dst.fill(T::ZERO);
         }
-        epilogue(dst, n, bias);
+        epilogue(dst, n, bias, act);
         return;
     }
     // The raw-pointer GEMM below trusts these bounds.
@@ -149,13 +183,16 @@ fn product<T: Float>(
         let l = &lhs[lhs_layout.offset + b * lhs_layout.batch_stride..];
         let r = &rhs[rhs_layout.offset + b * rhs_layout.batch_stride..];
         if m == 1 && gemv(n, k, l, lhs_layout.col_stride, r, rhs_layout, d, accumulate) {
-            epilogue(d, n, bias);
+            epilogue(d, n, bias, act);
             return;
         }
-        if let Some(bias_added) = narrow((m, n, k), (l, lhs_layout), (r, rhs_layout), d, accumulate, bias) {
-            // Its sums start from +0.0 already: only a bias row it did not add needs the pass.
-            if !bias_added && bias.is_some() {
-                epilogue(d, n, bias);
+        if let Some(finished) =
+            narrow((m, n, k), (l, lhs_layout), (r, rhs_layout), d, accumulate, (bias, act))
+        {
+            // Its sums start from +0.0 already: only a bias row or a relu it did not apply
+            // needs the pass.
+            if !finished && (bias.is_some() || act) {
+                epilogue(d, n, bias, act);
             }
             return;
         }
@@ -175,7 +212,7 @@ fn product<T: Float>(
         if main < n {
             tail((m, n, k), main, wide, (l, lhs_layout), (r, rhs_layout), d, accumulate, par);
         }
-        epilogue(d, n, bias);
+        epilogue(d, n, bias, act);
     };
     let threads = if crate::parallel::allowed() { rayon::current_num_threads() } else { 1 };
     if batch > 1 && flops * batch >= PARALLEL_MIN_FLOPS && threads > 1 {
@@ -253,11 +290,11 @@ fn tail<T: Float>(
     let cols = |c0: usize| &r[c0 * rl.col_stride..];
     // `narrow` declines shapes and layouts it has no dot-product kernel for.
     let dots = n - main <= NARROW_TAIL
-        && narrow((m, n - main, k), (l, ll), (cols(main), rl), &mut t, false, None).is_some();
+        && narrow((m, n - main, k), (l, ll), (cols(main), rl), &mut t, false, (None, false)).is_some();
     let (w, c0) = if dots { (n - main, main) } else { (wide, n - wide) };
     if !dots {
         t.resize(m * w, T::ZERO);
-        if narrow((m, w, k), (l, ll), (cols(c0), rl), &mut t, false, None).is_none() {
+        if narrow((m, w, k), (l, ll), (cols(c0), rl), &mut t, false, (None, false)).is_none() {
             // SAFETY: `product` checked the operands' bounds for all n columns, of which these
             // are c0..n; `t` is m*w contiguous elements (rs=w).
             unsafe { gemm_cols(par, (m, w, k), (t.as_mut_ptr(), w), false, (l, ll), (cols(c0), rl)) };

@@ -76,7 +76,8 @@ pub(super) fn gemv<T: Float>(
 /// (`k >= 16`): a policy network's `[500, 128] @ [128, 2]`, its input layer `[500, 4] @ [4,
 /// 128]`, their gradients. gemm packs and blocks them for 10-35 µs each, where the
 /// multiply-adds take a few. Returns `None` for other shapes and layouts, leaving them to gemm,
-/// else whether it added `bias` (the `k <= 8` kernel adds it as it stores each row).
+/// else whether it finished the epilogue `(bias, relu)`: the `k <= 8` kernel adds the bias and
+/// applies the relu as it stores each row (when not accumulating).
 /// The kernel depends on the layouts and on `n` and `k`, never on `m`, so a product split by
 /// rows (two workers) runs the same kernel on each half as on the whole. Loops are written out
 /// (no iterator adapters) so that all of it compiles inside the SIMD-enabled closure. Every
@@ -89,7 +90,7 @@ pub(super) fn narrow<T: Float>(
     (r, rl): (&[T], MatLayout),
     d: &mut [T],
     accumulate: bool,
-    bias: Option<&[T]>,
+    (bias, act): (Option<&[T]>, bool),
 ) -> Option<bool> {
     if k <= 8 && n >= 16 {
         // Each output row is a sum of k rows of r, scaled, in 16-wide register blocks; r is
@@ -118,12 +119,16 @@ pub(super) fn narrow<T: Float>(
                 )
             };
         }
-        match (accumulate, bias) {
-            (true, _) => by_k!(ADD),
-            (false, Some(_)) => by_k!(BIAS),
-            (false, None) => by_k!(SET),
+        match (accumulate, bias, act) {
+            // An addend and a bias row both: the closing pass adds the bias, then the relu.
+            (true, None, true) => by_k!(ADD_RELU),
+            (true, ..) => by_k!(ADD),
+            (false, Some(_), false) => by_k!(BIAS),
+            (false, Some(_), true) => by_k!(BIAS_RELU),
+            (false, None, false) => by_k!(SET),
+            (false, None, true) => by_k!(SET_RELU),
         }
-        return Some(!accumulate);
+        return Some(!accumulate || bias.is_none());
     }
     if n > 4 || k < 16 || (al.col_stride != 1 && al.row_stride != 1) {
         return None;
@@ -178,10 +183,15 @@ pub(super) fn narrow<T: Float>(
 }
 
 /// How [`scaled_rows`] stores a finished sum `Σ + 0.0` (its `S`): overwrite, add to `d`, or
-/// overwrite and then add the bias row's element, `(Σ + 0.0) + b`, as [`epilogue`](super::epilogue) adds a bias.
+/// overwrite and then add the bias row's element, `(Σ + 0.0) + b`, as [`epilogue`](super::epilogue) adds a bias;
+/// each also with the relu applied to the stored value (`RELU` set).
 const SET: u8 = 0;
 const ADD: u8 = 1;
 const BIAS: u8 = 2;
+const RELU: u8 = 4;
+const SET_RELU: u8 = SET | RELU;
+const ADD_RELU: u8 = ADD | RELU;
+const BIAS_RELU: u8 = BIAS | RELU;
 
 /// The rows of `a @ rp` for a packed row-major `rp` of `K` rows, in 64- then 16-wide blocks
 /// (`K` a constant, so the sum over it unrolls), stored as `S` says.
@@ -193,7 +203,7 @@ fn scaled_rows<T: Float, const K: usize, const S: u8>(
 ) {
     let rp = &rp[..K * n];
     let d = &mut d[..m * n];
-    let bias = if S == BIAS { &bias[..n] } else { bias };
+    let bias = if S & !RELU == BIAS { &bias[..n] } else { bias };
     for i in 0..m {
         let mut ai = [T::ZERO; K];
         for p in 0..K {
@@ -217,11 +227,12 @@ fn scaled_rows<T: Float, const K: usize, const S: u8>(
             for p in 0..K {
                 s = ai[p].mul_add(rp[p * n + c], s);
             }
-            row[c] = match S {
+            let v = match S & !RELU {
                 ADD => row[c] + (s + T::ZERO),
                 BIAS => (s + T::ZERO) + bias[c],
                 _ => s + T::ZERO,
             };
+            row[c] = if S & RELU != 0 { super::relu(v) } else { v };
             c += 1;
         }
     }
@@ -246,18 +257,21 @@ fn row_block<T: Float, const K: usize, const S: u8, const W: usize>(
         }
     }
     let out: &mut [T; W] = (&mut row[c..c + W]).try_into().unwrap();
-    match S {
-        ADD => (0..W).for_each(|l| out[l] += acc[l] + T::ZERO),
+    let mut v = acc.map(|x| x + T::ZERO);
+    match S & !RELU {
+        ADD => (0..W).for_each(|l| v[l] = out[l] + v[l]),
         BIAS => {
             let b: [T; W] = bias[c..c + W].try_into().unwrap();
-            let mut v = acc.map(|x| x + T::ZERO);
             for l in 0..W {
                 v[l] += b[l];
             }
-            *out = v;
         }
-        _ => *out = acc.map(|x| x + T::ZERO),
+        _ => {}
     }
+    if S & RELU != 0 {
+        v = v.map(super::relu);
+    }
+    *out = v;
 }
 
 /// `d[i, j] (+)= Σ_p a[p·cs + i] · rt[j·k + p]` for `N` columns, a's columns contiguous. The

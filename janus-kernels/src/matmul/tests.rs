@@ -374,3 +374,51 @@ fn packed_products_are_ordered_fma_sums_whatever_the_rows() {
         }
     }
 }
+
+#[test]
+fn a_relu_epilogue_gives_the_bits_of_a_product_then_a_relu() {
+    // Every route: one row (gemv), a short contraction (`k <= 8`, 64- and 16-wide blocks and a
+    // scalar tail), at most four columns (both layouts of `a`), gemm with column tails, and
+    // an empty contraction. Plain, with a bias row (signed zeros and a NaN in it), and
+    // accumulating into an addend; the bias route is also split by rows, as two workers run it.
+    let relu = |x: f32| if x < 0.0 { 0.0 } else { x };
+    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    for (m, n, k) in [(1, 40, 7), (9, 83, 3), (9, 20, 8), (7, 2, 40), (6, 4, 17), (8, 65, 128), (5, 33, 0)] {
+        let a: Vec<f32> = (0..m * k).map(|i| (i as f32 * 0.7).sin()).collect();
+        let b: Vec<f32> = (0..k * n).map(|i| (i as f32 * 0.3).cos()).collect();
+        let c: Vec<f32> = (0..m * n).map(|i| (i as f32 * 1.3).sin()).collect();
+        let row: Vec<f32> = (0..n).map(|j| [0.0, -0.0, 0.5, -0.25, f32::NAN][j % 5]).collect();
+        let bl = MatLayout::row_major(k, n);
+        for al in [MatLayout::row_major(m, k), MatLayout::row_major(k, m).transposed()] {
+            let dims = MatmulDims { batch: 1, m, n, k };
+            let mut want = vec![0.0f32; m * n];
+            matmul(dims, &a, al, &b, bl, &mut want, false);
+            want.iter_mut().for_each(|x| *x = relu(*x));
+            let mut got = vec![7.0f32; m * n];
+            matmul_relu(dims, &a, al, &b, bl, None, &mut got, false);
+            assert_eq!(bits(&got), bits(&want), "plain m={m} n={n} k={k} {al:?}");
+            assert!(k == 0 || (got.contains(&0.0) && got.iter().any(|&x| x > 0.0)), "{got:?}");
+
+            let mut want = vec![0.0f32; m * n];
+            matmul_bias(dims, &a, al, &b, bl, &row, &mut want);
+            want.iter_mut().for_each(|x| *x = relu(*x));
+            let mut got = vec![7.0f32; m * n];
+            matmul_relu(dims, &a, al, &b, bl, Some(&row), &mut got, false);
+            assert_eq!(bits(&got), bits(&want), "bias m={m} n={n} k={k} {al:?}");
+            let half = m / 2;
+            let mut halves = vec![7.0f32; m * n];
+            let (lo, hi) = halves.split_at_mut(half * n);
+            matmul_relu(MatmulDims { m: half, ..dims }, &a, al, &b, bl, Some(&row), lo, false);
+            let al_hi = MatLayout { offset: half * al.row_stride, ..al };
+            matmul_relu(MatmulDims { m: m - half, ..dims }, &a, al_hi, &b, bl, Some(&row), hi, false);
+            assert_eq!(bits(&halves), bits(&want), "bias in row halves m={m} n={n} k={k} {al:?}");
+
+            let mut want = c.clone();
+            matmul(dims, &a, al, &b, bl, &mut want, true);
+            want.iter_mut().for_each(|x| *x = relu(*x));
+            let mut got = c.clone();
+            matmul_relu(dims, &a, al, &b, bl, None, &mut got, true);
+            assert_eq!(bits(&got), bits(&want), "accumulating m={m} n={n} k={k} {al:?}");
+        }
+    }
+}

@@ -79,11 +79,14 @@ pub(crate) enum StepKind {
         /// positions, its sums partial sums. `None`: the whole program.
         span: Option<std::ops::Range<usize>>,
     },
+    /// `out = a @ b (+ c)`, then `relu` when `relu` is set (a linear layer's activation,
+    /// folded in at lowering on the CPU: see [`lower_for`]).
     MatMul {
         a: usize,
         b: usize,
         c: Option<usize>,
         out: usize,
+        relu: bool,
     },
     Reduce {
         kind: ReduceKind,
@@ -274,7 +277,9 @@ pub(crate) fn lower(g: &Graph) -> Lowered {
 
 /// Lowers `g`. With `fuse_sums` (the CPU backend; the CUDA code generator has no reductions),
 /// a `sum` of a fused program's float result becomes part of the program's step
-/// ([`FusedSum`]), and a result that only such sums read is no longer stored.
+/// ([`FusedSum`]), and a result that only such sums read is no longer stored; and a program
+/// that is only a `relu` of a product read nowhere else becomes that product's closing pass
+/// ([`relu_of_product`]).
 // Long by design: one arm per node kind, in one pass that threads the layouts through.
 pub(crate) fn lower_for(g: &Graph, fuse_sums: bool) -> Lowered {
     let n = g.nodes.len();
@@ -289,9 +294,13 @@ pub(crate) fn lower_for(g: &Graph, fuse_sums: bool) -> Lowered {
     // with sums, whether they keep the first dimension.
     let mut fused_at: Vec<Option<FusedAt>> = vec![None; n];
     let mut sum_class: HashMap<usize, bool> = HashMap::new();
+    // The step of each product's result, and each node's readers (graph outputs included).
+    let mut product_at: Vec<Option<usize>> = vec![None; n];
+    let uses = g.use_counts();
     let own = |i: usize, shape: &Shape| Some(Placement { root: i, strides: dense(shape), offset: 0 });
     for (i, node) in g.nodes.iter().enumerate() {
         let shape = &node.ty.shape;
+        let relu_of = if fuse_sums { relu_of_product(g, i, &product_at, &uses) } else { None };
         let arg = |k: usize| node.inputs[k].index();
         let lay = |k: usize| layout[arg(k)].clone().expect("operands precede users");
         let mut push = |kind: StepKind| steps.push(Step { kind, worker: 0 });
@@ -358,6 +367,17 @@ pub(crate) fn lower_for(g: &Graph, fuse_sums: bool) -> Lowered {
                 });
                 own(i, shape)
             }
+            NodeOp::Fused(_) if relu_of.is_some() => {
+                let s = relu_of.expect("checked by the guard");
+                let StepKind::MatMul { out, relu, .. } = &mut steps[s].kind else {
+                    unreachable!("product_at names products")
+                };
+                // The product now writes the relu's result; its own result has no writer
+                // and no reader left, so the plan gives it no memory.
+                (*out, *relu) = (i, true);
+                product_at[i] = None;
+                own(i, shape)
+            }
             NodeOp::Fused(p) => {
                 let outputs = projections(g, i);
                 let floats: SmallVec<[(usize, Reg); 4]> = (outputs.iter().zip(&p.outputs))
@@ -402,7 +422,8 @@ pub(crate) fn lower_for(g: &Graph, fuse_sums: bool) -> Lowered {
                 own(i, shape)
             }
             NodeOp::MatMulAdd => {
-                push(StepKind::MatMul { a: arg(0), b: arg(1), c: Some(arg(2)), out: i });
+                push(StepKind::MatMul { a: arg(0), b: arg(1), c: Some(arg(2)), out: i, relu: false });
+                product_at[i] = Some(steps.len() - 1);
                 own(i, shape)
             }
             NodeOp::RngState { offset } => {
@@ -413,7 +434,7 @@ pub(crate) fn lower_for(g: &Graph, fuse_sums: bool) -> Lowered {
                 let x_shape = node.inputs.first().map(|a| &g.node(*a).ty.shape);
                 let x_dense = node.inputs.first().is_some_and(|_| is_dense(&lay(0), x_shape.unwrap()));
                 let kind = match op {
-                    Op::MatMul => StepKind::MatMul { a: arg(0), b: arg(1), c: None, out: i },
+                    Op::MatMul => StepKind::MatMul { a: arg(0), b: arg(1), c: None, out: i, relu: false },
                     Op::RandNormal(_) | Op::RandUniform(_) => {
                         StepKind::Random { normal: matches!(op, Op::RandNormal(_)), state: arg(0), out: i }
                     }
@@ -478,7 +499,11 @@ pub(crate) fn lower_for(g: &Graph, fuse_sums: bool) -> Lowered {
                         out: i,
                     },
                 };
+                let product = matches!(kind, StepKind::MatMul { .. });
                 push(kind);
+                if product {
+                    product_at[i] = Some(steps.len() - 1);
+                }
                 own(i, shape)
             }
         };
@@ -534,6 +559,29 @@ struct FusedAt {
 /// between the CPU workers by rows; one that reduces it splits the program by its four fixed
 /// parts instead (a split by rows would change its bits), so it joins only programs of at
 /// least 2^16 positions, which have four parts, or programs too small to split.
+/// The product step whose result node `i` is `relu` of, when `i` is a fused program that only
+/// loads that result and applies `relu` over its shape, and nothing else reads the result:
+/// the product then applies the relu in its closing pass and writes `i` itself. CartPole's
+/// hidden layer `relu(x W1 + b1)` wrote `[500, 128]` products that a pass read back once to
+/// write their relu (11 µs of a 114 µs serial update, `JANUS_PROFILE=1`); the relu's gradient
+/// reads its result (`vjp.rs`), so the product's own result has no other reader.
+fn relu_of_product(g: &Graph, i: usize, product_at: &[Option<usize>], uses: &[usize]) -> Option<usize> {
+    use janus_kernels::elementwise::UnaryOp;
+    use janus_kernels::fused::{FUnary, Instr};
+    let node = &g.nodes[i];
+    let NodeOp::Fused(p) = &node.op else { return None };
+    let relu =
+        [Instr::Load { dst: 0, input: 0 }, Instr::Unary { dst: 1, f: FUnary::Op(UnaryOp::Relu), a: 0 }];
+    if p.program.instrs[..] != relu[..] || p.program.outputs[..] != [1] || node.inputs.len() != 1 {
+        return None;
+    }
+    let x = node.inputs[0].index();
+    let xt = &g.nodes[x].ty;
+    let plain =
+        p.outputs.len() == 1 && p.outputs[0] == *xt && p.shape == xt.shape && p.inputs[..] == [xt.dtype];
+    (plain && uses[x] == 1).then_some(product_at[x]?)
+}
+
 fn sum_target(at: Option<FusedAt>, class: &HashMap<usize, bool>, dims: &[usize]) -> Option<(FusedAt, bool)> {
     let at = at?;
     let keeps = !dims.contains(&0);

@@ -121,18 +121,27 @@ pub(crate) fn run(g: Graph, stats: &mut PassStats) -> Graph {
 }
 
 /// The one operand of a cheap elementwise function of one value (scalar constants aside, no
-/// broadcast): negation, square, |x|, or `+ - *` with a constant.
+/// broadcast): negation, square, |x|, `+ - *` with a constant, a float compared with a
+/// constant, or a bool cast to a float (a mask such as a relu gradient's `(y > 0) as f32`).
 fn cheap_operand(g: &Graph, node: &Node) -> Option<NodeId> {
     let op = node.op.as_op()?;
+    let one_value = || {
+        let mut values = node.inputs.iter().copied().filter(|a| scalar_fill(g, *a).is_none());
+        let x = values.next()?;
+        values.next().is_none().then_some(x)
+    };
     let x = match op {
         Op::Unary(UnaryOp::Neg | UnaryOp::Square | UnaryOp::Abs) => node.inputs[0],
-        Op::Binary(BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul) => {
-            let mut values = node.inputs.iter().copied().filter(|a| scalar_fill(g, *a).is_none());
-            let x = values.next()?;
-            if values.next().is_some() {
-                return None;
-            }
-            x
+        Op::Binary(BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul) => one_value()?,
+        Op::Compare(_) => {
+            let x = one_value()?;
+            let xt = &g.node(x).ty;
+            return (xt.dtype.is_float() && xt.shape == node.ty.shape).then_some(x);
+        }
+        Op::Cast(c) => {
+            let xt = &g.node(node.inputs[0]).ty;
+            let mask = xt.dtype == DType::Bool && c.dtype.is_float() && xt.shape == node.ty.shape;
+            return mask.then_some(node.inputs[0]);
         }
         _ => return None,
     };

@@ -40,7 +40,8 @@ pub(crate) struct PackPlan {
 
 /// The packed length and the key of the right factor of a product the packed kernel may run.
 fn eligible(l: &Lowered, kind: &StepKind) -> Option<(usize, Key)> {
-    let StepKind::MatMul { a, b, out, .. } = kind else { return None };
+    // The packed kernel has no relu epilogue.
+    let StepKind::MatMul { a, b, out, relu: false, .. } = kind else { return None };
     let val = |i: usize| l.vals[i].as_ref();
     let (va, vb, vo) = (val(*a)?, val(*b)?, val(*out)?);
     let rank2 = |v: &ValRef| v.shape.rank() == 2;

@@ -16,9 +16,10 @@ pub(crate) fn label(l: &Lowered, step: &Step) -> String {
             let summed = if sums.is_empty() { String::new() } else { format!(" +{} sum(s)", sums.len()) };
             format!("fused {} instrs{summed} -> {:?}", prog.program.instrs.len(), prog.shape.sizes())
         }
-        StepKind::MatMul { a, b, c, out } => {
+        StepKind::MatMul { a, b, c, out, relu } => {
             let acc = if c.is_some() { " +c" } else { "" };
-            format!("matmul {} x {}{acc} -> {}", shape(*a), shape(*b), shape(*out))
+            let act = if *relu { " relu" } else { "" };
+            format!("matmul {} x {}{acc}{act} -> {}", shape(*a), shape(*b), shape(*out))
         }
         StepKind::Reduce { kind, x, out, .. } => format!("{kind:?} {} -> {}", shape(*x), shape(*out)),
         StepKind::Cat { out, .. } => format!("cat -> {}", shape(*out)),

@@ -110,7 +110,7 @@ pub(crate) fn replan(l: &mut Lowered) {
     // dies there).
     let at = |i: usize| vals[i].as_ref().map(|v| (v.buf, v.offset));
     let in_place = |s: usize, part: usize| match l.steps[s].kind {
-        StepKind::MatMul { a, b, c: Some(c), out }
+        StepKind::MatMul { a, b, c: Some(c), out, .. }
             if part == out
                 && at(c) == at(out)
                 && unit(a) != unit(c)

@@ -315,7 +315,8 @@ fn contracts_rows(kind: &StepKind, v: &Values) -> bool {
 /// products added: a GEMM blocking like any other (the split program runs whatever the worker
 /// count).
 fn contraction_halves(kind: &StepKind, v: &mut Values) -> Option<SmallVec<[StepKind; 4]>> {
-    let StepKind::MatMul { a, b, c, out } = kind else { return None };
+    // A relu applies to the whole sum, which no partial product holds.
+    let StepKind::MatMul { a, b, c, out, relu: false } = kind else { return None };
     let k = v.old.vals[*a].as_ref()?.shape[1];
     let cut = [(0, k / 2), (k / 2, k - k / 2)];
     let partials = [v.fresh(*out), v.fresh(*out)];
@@ -326,6 +327,7 @@ fn contraction_halves(kind: &StepKind, v: &mut Values) -> Option<SmallVec<[StepK
             b: v.own(*b, part),
             c: if h == 0 { *c } else { None },
             out: partials[h],
+            relu: false,
         });
     }
     steps.push(add_partials(v, *out, partials[0], partials[1]));
@@ -412,7 +414,7 @@ fn halves(kind: &StepKind, v: &mut Values) -> Option<[StepKind; 2]> {
     }
     let cut = [(0, lead / 2), (lead / 2, lead - lead / 2)];
     let kinds = match kind {
-        StepKind::MatMul { a, b, c, out } => {
+        StepKind::MatMul { a, b, c, out, relu } => {
             let (va, vb, vo) = (val(*a)?, val(*b)?, val(*out)?);
             let rank = vo.shape.rank();
             // The left factor's leading dimension is the result's (rows, or batches); the
@@ -438,7 +440,7 @@ fn halves(kind: &StepKind, v: &mut Values) -> Option<[StepKind; 2]> {
                     Some(st) => v.rows(*c, &out_dims, st, part),
                     None => *c,
                 });
-                StepKind::MatMul { a: ha, b: hb, c: hc, out: v.own(*out, part) }
+                StepKind::MatMul { a: ha, b: hb, c: hc, out: v.own(*out, part), relu: *relu }
             })
         }
         StepKind::Fused { prog, inputs, outputs, reads, sums, span: None } => {

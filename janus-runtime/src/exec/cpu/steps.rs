@@ -8,7 +8,7 @@ use crate::exec::lower::{NO_NODE, ReduceKind, Step, StepKind, ValRef};
 use crate::ops::TensorType;
 use crate::shape::Strides;
 use janus_kernels::fused::{Input, Output, SumOut};
-use janus_kernels::matmul::{MatLayout, MatmulDims, matmul, matmul_bias, packed};
+use janus_kernels::matmul::{MatLayout, MatmulDims, matmul, matmul_bias, matmul_relu, packed};
 use janus_kernels::reduce as red;
 use janus_kernels::strided::{Src, copy};
 use janus_kernels::{Element, philox, with_any_type, with_float_type};
@@ -131,8 +131,10 @@ pub(crate) fn run_step<'a>(step: &Step, vals: &'a [Option<ValRef>], f: &Frame<'a
             }
         }, _ => unreachable!("fused programs run in a float type"))
         }
-        StepKind::MatMul { a, b, c, out } => {
-            if let Some((packs, slot)) = f.packed(*b) {
+        StepKind::MatMul { a, b, c, out, relu } => {
+            // Packs are found by the right factor, which a product with a relu may share with
+            // one without: the packed kernel has no relu epilogue.
+            if let Some((packs, slot)) = f.packed(*b).filter(|_| !relu) {
                 matmul_packed(packs, slot, (val(*a), val(*b), c.map(val), val(*out)), f);
                 return;
             }
@@ -148,7 +150,8 @@ pub(crate) fn run_step<'a>(step: &Step, vals: &'a [Option<ValRef>], f: &Frame<'a
             let (sa, sb) = (f.src::<T>(va), f.src::<T>(vb));
             let (la, lb) = (mat_layout(va), mat_layout(vb));
             match product_dst::<T>(c.map(val), vo, dims.n, f) {
-                // Added in the product's own closing pass over the result.
+                // Added (and the relu applied) in the product's own closing pass over the result.
+                (dst, row, accumulate) if *relu => matmul_relu(dims, sa.data, la, sb.data, lb, row, dst, accumulate),
                 (dst, Some(row), _) => matmul_bias(dims, sa.data, la, sb.data, lb, row, dst),
                 (dst, None, accumulate) => matmul(dims, sa.data, la, sb.data, lb, dst, accumulate),
             }

@@ -234,7 +234,9 @@ impl CudaPlan {
                         outputs.iter().map(|&o| (b.dst(val(o)), val(o).dtype)).collect();
                     ko::elementwise(dev, &prog.program, prog.dtype, &prog.shape, &views, &outs, true)?;
                 }
-                StepKind::MatMul { a, b: bb, c, out } => {
+                StepKind::MatMul { a, b: bb, c, out, relu } => {
+                    // Only CPU lowering folds a relu into a product.
+                    debug_assert!(!relu, "a CUDA plan's product has no relu epilogue");
                     self.matmul(b, val(*a), val(*bb), c.map(val), val(*out))?
                 }
                 StepKind::Reduce { kind, x, dims, out } => {

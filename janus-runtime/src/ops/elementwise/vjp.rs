@@ -30,7 +30,10 @@ pub(crate) fn unary_vjp(u: UnaryOp, x: &Tensor, y: &Tensor, g: &Tensor) -> Tenso
         UnaryOp::Abs => g * x.sign(),
         UnaryOp::Tanh => g * (1.0 - y.square()),
         UnaryOp::Sigmoid => g * y * (1.0 - y),
-        UnaryOp::Relu => g * x.gt_scalar(0.0).to_dtype(x.dtype()),
+        // From the result, as PyTorch's `threshold_backward`: `y > 0` exactly where `x > 0` (a NaN
+        // or -0.0 stays itself, and neither is above 0), and a compiled product that applies
+        // the relu in its closing pass then stores only `y` (`exec/lower.rs`).
+        UnaryOp::Relu => g * y.gt_scalar(0.0).to_dtype(y.dtype()),
         UnaryOp::Square => g * x * 2.0,
         UnaryOp::Recip => -(g * y.square()),
         UnaryOp::Sin => g * x.cos(),

@@ -19,7 +19,15 @@ fn program(x: &[Tensor], choices: &[usize]) -> Vec<Tensor> {
     for k in 0..choices.len() / 3 {
         let pick = |j: usize| vals[choices[3 * k + j] % vals.len()].clone();
         let a = pick(0);
-        let v = match choices[3 * k + 2] % 12 {
+        let v = match choices[3 * k + 2] % 14 {
+            // A linear layer's relu, which the product applies in its closing pass
+            // (`lower::relu_of_product`), with a bias row or none; the second also read as a
+            // mask, as its gradient reads it.
+            13 => (a.matmul(&x[1]) + &x[3]).relu(),
+            12 => {
+                let h = a.matmul(&x[1]).relu();
+                h.gt_scalar(0.0).to_dtype(h.dtype()) * pick(1)
+            }
             // Columns joined from fresh elementwise results, which their program writes in
             // place as strided rows of the join.
             11 => Tensor::cat(&[&a.tanh(), &(pick(1) * 3.0)], 1).matmul(&x[2]),
@@ -367,4 +375,61 @@ fn small_row_sums_of_outputs_leave_their_program() {
         assert_eq!(summing(l), 1, "{:?}", l.steps);
         assert_eq!(s.map_or(1, summing), 1, "the summing step stays whole");
     });
+}
+
+/// A relu of a product read nowhere else is the product's closing pass: no fused step is left
+/// for it, its gradient's mask is recomputed from the relu's result (`passes/fuse.rs`), and
+/// the bits are eager's, whole and in row halves, with a bias row and with none. A product
+/// read elsewhere too keeps its own result and a separate relu.
+#[test]
+fn a_relu_of_a_product_is_its_closing_pass_with_eager_bits() {
+    crate::random::manual_seed(3);
+    // Sizes of the narrow kernel (a contraction of 4) and of gemm (64).
+    for k in [4, 64] {
+        let inputs = [
+            Tensor::randn([40, k]),
+            Tensor::randn([k, 24]),
+            Tensor::randn([24]),
+            Tensor::randn([40, 24]),
+            Tensor::randn([k, 24]),
+            Tensor::randn([24, 24]),
+        ];
+        let program = |x: &[Tensor]| {
+            let h = (x[0].matmul(&x[1]) + &x[2]).relu();
+            let plain = x[0].matmul(&x[4]).relu();
+            // A relu gradient's form: the mask of the result times a gradient that a product
+            // of the result computes (so the mask's reader cannot join the relu's group).
+            let o = h.matmul(&x[5]);
+            let g = h.gt_scalar(0.0).to_dtype(h.dtype()) * o.matmul(&x[5].t());
+            vec![o, g, plain]
+        };
+        let relus = |l: &Lowered| {
+            l.steps.iter().filter(|s| matches!(s.kind, StepKind::MatMul { relu: true, .. })).count()
+        };
+        for split in [None, Some(0)] {
+            assert_eager_bits(&inputs, program, split, |l, s| {
+                assert_eq!(relus(l), 2, "both products apply their relu: {:?}", l.steps);
+                let fused: Vec<_> = l
+                    .steps
+                    .iter()
+                    .filter_map(
+                        |s| if let StepKind::Fused { prog, .. } = &s.kind { Some(prog) } else { None },
+                    )
+                    .collect();
+                assert!(
+                    fused.iter().all(|p| !p.ops.contains(&"relu")),
+                    "a relu left in a program: {fused:?}"
+                );
+                if let Some(s) = s {
+                    assert_eq!(relus(s), 4, "each half applies the relu");
+                }
+            });
+        }
+        // The product also read as itself: nothing to fold.
+        let both = |x: &[Tensor]| {
+            let z = x[0].matmul(&x[1]);
+            vec![z.relu(), &z * 2.0]
+        };
+        assert_eager_bits(&inputs, both, None, |l, _| assert_eq!(relus(l), 0, "{:?}", l.steps));
+    }
 }
