@@ -127,6 +127,11 @@ pub fn sum<T: Float>(src: &[T], d: ReduceDims, out: &mut [T]) {
             || {
                 if d.inner == 1 {
                     o[0] = row_sum(s);
+                } else if d.inner >= 64 {
+                    // Rows added in order with 64 running sums in registers (`[500, 128] ->
+                    // [128]`: 3.2 µs against 4.3 for the passes below).
+                    o.fill(T::ZERO);
+                    crate::strided::column_sums(s, d.inner, 0..d.n, o);
                 } else {
                     // Rows added in order, eight per pass over `o` (a pass per row was bound
                     // by storing and reloading `o`); each sum is still one chain of adds.

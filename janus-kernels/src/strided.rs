@@ -12,7 +12,7 @@ use smallvec::SmallVec;
 use std::ops::Range;
 
 mod sum;
-pub use sum::{RowSum, SUM_PARTS, SumPlan, combine_parts, sum_dims};
+pub use sum::{RowSum, SUM_PARTS, SumPlan, column_sums, combine_parts, sum_dims};
 
 /// Dimension lists are short; keep them on the stack.
 pub type Dims = SmallVec<[usize; 6]>;

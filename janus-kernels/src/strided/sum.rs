@@ -81,8 +81,9 @@ pub fn sum_dims<T: crate::dtype::Float>(shape: &[usize], src: Src<T>, reduce: &[
 /// order of a row-by-row walk, so the same bits, with the running sums of 64 columns at a time
 /// kept in registers across the rows instead of loaded and stored once per row (a `[500, 128]`
 /// bias gradient: 500 runs through the walk, each bound by forwarding the last row's stores).
+/// Call it compiled for the CPU's SIMD level (inside [`with_best_simd`]).
 #[inline(always)]
-fn column_sums<T: crate::dtype::Float>(x: &[T], rs: usize, rows: Range<usize>, acc: &mut [T]) {
+pub fn column_sums<T: crate::dtype::Float>(x: &[T], rs: usize, rows: Range<usize>, acc: &mut [T]) {
     const W: usize = 64;
     let width = acc.len();
     let mut c = 0;
@@ -306,8 +307,15 @@ mod tests {
             let mut got = vec![f32::NAN; width];
             let strides = [rs, 1];
             sum_dims(&[rows, width], Src::new(&x, &strides, 0), &[true, false], &mut got);
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            if rs == width {
+                // The compiled reduction of a dense operand adds in the same order.
+                let mut reduced = vec![f32::NAN; width];
+                let dims = crate::reduce::ReduceDims { outer: 1, n: rows, inner: width };
+                crate::reduce::sum(&x, dims, &mut reduced);
+                assert_eq!(bits(&reduced), bits(&want), "reduce::sum rows={rows} width={width}");
+            }
             if rows * width < SUM_SPLIT_MIN {
-                let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
                 assert_eq!(bits(&got), bits(&want), "rows={rows} width={width} rs={rs}");
             } else {
                 // Split into parts, added pairwise: close to the row-by-row sums.
