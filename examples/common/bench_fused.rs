@@ -199,10 +199,11 @@ fn softmax_backward_sum_by_hand(x: &[f32], g: &[f32], y: &[f32], out: &mut [f32]
 }
 
 /// CartPole's ReLU backward over a worker's half of its 500-step episode, `(x > 0) * g` on
-/// `[250, 128]`, as the update's graph fuses it (`gt`, `to_dtype`, `mul`).
+/// `[250, 128]`, as the update's graph fuses it (`gt`, `to_dtype`, `mul`; the fuse pass then
+/// runs the mask and the product as one pass, `Program::adjoin_masks`).
 fn relu_backward() -> Program {
     use Instr::*;
-    Program {
+    let mut p = Program {
         instrs: vec![
             Load { dst: 0, input: 0 },
             BinaryConst {
@@ -217,7 +218,9 @@ fn relu_backward() -> Program {
         ],
         num_regs: 3,
         outputs: vec![2],
-    }
+    };
+    p.adjoin_masks();
+    p
 }
 
 /// The same as one loop.

@@ -191,3 +191,30 @@ pub(super) fn each_binary_const<T: Float>(f: FBinary, out: &mut [T], x: &[T], c:
         (f, true) => map1(out, x, |v| binary(f, c, v)),
     }
 }
+
+/// `bit(x[i] f c) * g[i]` (or `bit(c f x[i]) * g[i]`): a comparison with a constant and the
+/// product of its 0/1 result, in one loop, with the operations of the two instructions (a
+/// product is the same bits either way round).
+#[inline(always)]
+pub(super) fn each_mask_product<T: Float>(
+    f: FBinary,
+    out: &mut [T],
+    x: &[T],
+    g: &[T],
+    c: T,
+    const_left: bool,
+) {
+    macro_rules! right {
+        ($op:ident) => {
+            map2(out, x, g, |v, w| binary(FBinary::Cmp(CmpOp::$op), v, c) * w)
+        };
+    }
+    match (f, const_left) {
+        (FBinary::Cmp(CmpOp::Gt), false) => right!(Gt),
+        (FBinary::Cmp(CmpOp::Ge), false) => right!(Ge),
+        (FBinary::Cmp(CmpOp::Lt), false) => right!(Lt),
+        (FBinary::Cmp(CmpOp::Le), false) => right!(Le),
+        (f, false) => map2(out, x, g, |v, w| binary(f, v, c) * w),
+        (f, true) => map2(out, x, g, |v, w| binary(f, c, v) * w),
+    }
+}

@@ -14,10 +14,12 @@ use smallvec::SmallVec;
 use std::cell::RefCell;
 
 mod elementwise;
+mod masks;
 mod rows;
 mod tiny;
 pub use elementwise::{binary, unary};
-use elementwise::{bit, each_binary, each_binary_const, each_unary};
+use elementwise::{bit, each_binary, each_binary_const, each_mask_product, each_unary};
+use masks::mask_products;
 pub use rows::Rows;
 
 /// Elements per tile: a few registers of this size stay in L1.
@@ -440,6 +442,9 @@ struct Direct {
     /// Per instruction, the output it writes in place, or [`Direct::NONE`] (empty when no
     /// instruction does): one lookup per instruction and tile instead of a search.
     by_instr: SmallVec<[u16; 48]>,
+    /// Comparisons that run with the next instruction, their product, as one pass
+    /// (`masks.rs`).
+    masks: SmallVec<[usize; 2]>,
 }
 
 impl Direct {
@@ -475,6 +480,7 @@ fn direct_outputs<T>(prog: &Program, outputs: &Outputs<T>, summed: &[Reg]) -> Di
             direct.by_instr[i] = u16::try_from(k).expect("fused: at most 65535 outputs");
         }
     }
+    direct.masks = mask_products(prog, summed);
     direct
 }
 
@@ -659,22 +665,22 @@ fn run_tile<'s, 'a: 's, T: Scratch>(
     with_best_simd(
         #[inline(always)]
         || {
-            for (idx, ins) in prog.instrs.iter().enumerate() {
-                run_instr(
-                    ins,
-                    readers,
-                    frame,
-                    start,
-                    len,
-                    direct.output_of(idx).map(|k| (&mut outputs[k], at)),
-                );
+            let mut idx = 0;
+            while idx < prog.instrs.len() {
+                // A mask and its product as one pass, writing where the product writes.
+                let pair = direct.masks.contains(&idx);
+                let (writer, product) = if pair { (idx + 1, prog.instrs.get(idx + 1)) } else { (idx, None) };
+                let into = direct.output_of(writer).map(|k| (&mut outputs[k], at));
+                run_instr(&prog.instrs[idx], readers, frame, start, len, into, product);
+                idx = writer + 1;
             }
         },
     )
 }
 
 /// One instruction over one tile; `into`: the output (and its first position) it writes in
-/// place.
+/// place. With `product`, `ins` is a comparison that runs with it as one pass
+/// ([`mask_products`]): `into` and the register written are then the product's.
 #[inline(always)]
 fn run_instr<'s, 'a: 's, T: Scratch>(
     ins: &Instr,
@@ -683,6 +689,7 @@ fn run_instr<'s, 'a: 's, T: Scratch>(
     start: usize,
     len: usize,
     into: Option<(&mut Output<T>, usize)>,
+    product: Option<&Instr>,
 ) {
     // The positions as a raw pointer first, and both the slice this instruction writes and the
     // view later ones read made from it: a pointer taken from a shared reborrow of the slice
@@ -695,6 +702,20 @@ fn run_instr<'s, 'a: 's, T: Scratch>(
     // whole run (the pointer comes from that borrow); nothing else reaches them while this
     // instruction writes them.
     let into = written.map(|(ptr, n)| unsafe { std::slice::from_raw_parts_mut(ptr, n) });
+    if let (Instr::BinaryConst { f, a: x, c, const_left, dst: m }, Some(&Instr::Binary { dst, a, b, .. })) =
+        (*ins, product)
+    {
+        let g = if a == m { b } else { a };
+        let (out, [x, g, _]) = frame.operands_into(len, dst, [x, g, x], into);
+        each_mask_product(f, out, x, g, T::from_f64(f64::from_bits(c)), const_left);
+        if let Some((ptr, n)) = written {
+            // SAFETY: as for one instruction's view below: this tile's positions of the
+            // product's output, borrowed for the whole run and not borrowed mutably again
+            // before the register's next write replaces this view.
+            frame.views[dst as usize] = Some(unsafe { std::slice::from_raw_parts(ptr, n) });
+        }
+        return;
+    }
     match *ins {
         Instr::Load { dst, input } => {
             let source = frame.sources.get(input as usize).copied().unwrap_or(Source::Copy);

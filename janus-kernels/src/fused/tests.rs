@@ -497,3 +497,87 @@ fn tiny_against_tiled<T: Scratch>(
     assert!(same(&f0, &got), "case {case} {shape:?}: row output");
     assert!(wide.chunks(row + 1).all(|r| r[row] == T::from_f64(-9.0)), "case {case}: gaps untouched");
 }
+
+/// A comparison with a constant that only a later product reads runs with it as one pass
+/// (`masks.rs`), with the bits of the two instructions: next to each other, or with loads
+/// between them (moved, the load that reused the comparison's operand register given a fresh
+/// one), the mask on either side of the product, the constant on either side of the
+/// comparison, the product an output or read again, and signed zeros, infinities and NaNs in
+/// the other factor. A mask that is an output is not paired.
+#[test]
+fn a_mask_and_its_product_run_as_one_pass_with_the_bits_of_two() {
+    let n = 3 * TILE + 17;
+    let x: Vec<f32> = (0..n).map(|i| [0.5f32, -0.5, 0.0, -0.0, f32::NAN, 2.0][i % 6]).collect();
+    let g: Vec<f32> = (0..n)
+        .map(|i| [1.5f32, -2.0, 0.0, -0.0, f32::INFINITY, f32::NAN, -3.25][i % 7] * (1.0 + i as f32 * 1e-3))
+        .collect();
+    let c = 0.0f64;
+    let mul = |a: Reg, b: Reg, dst: Reg| Instr::Binary { dst, f: FBinary::Op(BinaryOp::Mul), a, b };
+    let cmp = |f: CmpOp, const_left: bool| Instr::BinaryConst {
+        dst: 1,
+        f: FBinary::Cmp(f),
+        a: 0,
+        c: c.to_bits(),
+        const_left,
+    };
+    let plus_one = Instr::BinaryConst {
+        dst: 4,
+        f: FBinary::Op(BinaryOp::Add),
+        a: 3,
+        c: 1f64.to_bits(),
+        const_left: false,
+    };
+    for (f, const_left, mask_left, apart, read_again) in [
+        (CmpOp::Gt, false, true, false, false),
+        (CmpOp::Gt, false, false, true, true),
+        (CmpOp::Le, true, true, true, false),
+        (CmpOp::Ne, false, false, false, true),
+    ] {
+        // Adjacent: Load x; Load g; cmp; mul. Apart: Load x; cmp; Load g (into x's register); mul.
+        let (g_reg, mut instrs) = if apart {
+            (0, vec![Instr::Load { dst: 0, input: 0 }, cmp(f, const_left), Instr::Load { dst: 0, input: 1 }])
+        } else {
+            (2, vec![Instr::Load { dst: 0, input: 0 }, Instr::Load { dst: 2, input: 1 }, cmp(f, const_left)])
+        };
+        instrs.push(if mask_left { mul(1, g_reg, 3) } else { mul(g_reg, 1, 3) });
+        if read_again {
+            instrs.push(plus_one);
+        }
+        let outputs = if read_again { vec![3, 4] } else { vec![3] };
+        let mut prog = Program { instrs, num_regs: 5, outputs };
+        prog.adjoin_masks();
+        assert_eq!(mask_products(&prog, &[]).len(), 1, "the pair is found: {prog:?}");
+        let mask_kept = Program { outputs: vec![3, 1], ..prog.clone() };
+        assert!(mask_products(&mask_kept, &[]).is_empty(), "a mask that is an output is not paired");
+        let (mut o0, mut o1) = (vec![7.0f32; n], vec![7.0f32; n]);
+        let mut outs: Outputs<f32> = smallvec::smallvec![Output::Float(&mut o0)];
+        if read_again {
+            outs.push(Output::Float(&mut o1));
+        }
+        let dense = [1];
+        run(
+            &prog,
+            &[n],
+            &[Input::Float(Src::new(&x, &dense, 0)), Input::Float(Src::new(&g, &dense, 0))],
+            outs,
+        );
+        for i in 0..n {
+            let m = if const_left {
+                binary(FBinary::Cmp(f), c as f32, x[i])
+            } else {
+                binary(FBinary::Cmp(f), x[i], c as f32)
+            };
+            let want = if mask_left { m * g[i] } else { g[i] * m };
+            assert_eq!(
+                o0[i].to_bits(),
+                want.to_bits(),
+                "{f:?} const_left {const_left} at {i}: x {} g {}",
+                x[i],
+                g[i]
+            );
+            if read_again {
+                assert_eq!(o1[i].to_bits(), (want + 1.0).to_bits(), "read again at {i}");
+            }
+        }
+    }
+}

@@ -601,7 +601,10 @@ fn emit_group(r: &mut Rewriter<'_>, members: &[usize], dtype: DType, escapes: &[
         }
     }
     // Outputs ordered with the last member first is not required; keep member order.
-    let program = Program { instrs, num_regs: regs.count, outputs: outputs.iter().map(|o| o.1).collect() };
+    let mut program =
+        Program { instrs, num_regs: regs.count, outputs: outputs.iter().map(|o| o.1).collect() };
+    // A relu gradient's `mask * g` as one pass on the CPU (`janus_kernels::fused::masks`).
+    program.adjoin_masks();
     let out_types: Vec<TensorType> = outputs.iter().map(|o| g.nodes[o.0].ty.clone()).collect();
     let fp = FusedProgram {
         program,
