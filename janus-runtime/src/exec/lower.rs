@@ -553,12 +553,6 @@ struct FusedAt {
     cost: u64,
 }
 
-/// Whether a sum over `dims` of the result at `at` joins its program's step, and whether it
-/// keeps the first dimension. The sums of one program all keep it or all reduce it
-/// (`janus_kernels::fused::run_summing`). One that keeps it leaves the program free to split
-/// between the CPU workers by rows; one that reduces it splits the program by its four fixed
-/// parts instead (a split by rows would change its bits), so it joins only programs of at
-/// least 2^16 positions, which have four parts, or programs too small to split.
 /// The product step whose result node `i` is `relu` of, when `i` is a fused program that only
 /// loads that result and applies `relu` over its shape, and nothing else reads the result:
 /// the product then applies the relu in its closing pass and writes `i` itself. CartPole's
@@ -582,6 +576,12 @@ fn relu_of_product(g: &Graph, i: usize, product_at: &[Option<usize>], uses: &[us
     (plain && uses[x] == 1).then_some(product_at[x]?)
 }
 
+/// Whether a sum over `dims` of the result at `at` joins its program's step, and whether it
+/// keeps the first dimension. The sums of one program all keep it or all reduce it
+/// (`janus_kernels::fused::run_summing`). One that keeps it leaves the program free to split
+/// between the CPU workers by rows; one that reduces it splits the program by its four fixed
+/// parts instead (a split by rows would change its bits), so it joins only programs of at
+/// least 2^16 positions, which have four parts, or programs too small to split.
 fn sum_target(at: Option<FusedAt>, class: &HashMap<usize, bool>, dims: &[usize]) -> Option<(FusedAt, bool)> {
     let at = at?;
     let keeps = !dims.contains(&0);
