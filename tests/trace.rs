@@ -149,3 +149,21 @@ fn large_i64_constants_keep_their_exact_values() {
     }
     assert!(traced.compiled().is_some());
 }
+
+/// Sums over the leading dimension of 2^16 elements and more add four fixed parts pairwise in
+/// eager mode (`strided::sum_dims`); a compiled sum must give the same bits, not one
+/// sequential chain: a bias gradient over a large batch, with and without other dimensions.
+#[test]
+fn large_sums_over_the_batch_give_eager_bits() {
+    for shape in [vec![1100, 64], vec![300, 4, 60], vec![20, 128]] {
+        let f = |x: &[Tensor]| vec![x[0].sum_dims(&[0], false), (&x[0] * 2.0).sum_dims(&[0], true)];
+        let traced = trace(f);
+        let x = [common::rand64(&shape, 7, -1.0, 1.0).to_dtype(DType::F32) * 1e3];
+        let bits = |t: &Tensor| t.to_vec::<f32>().iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+        for call in 0..3 {
+            for (k, (got, want)) in traced.run(&x).iter().zip(&f(&x)).enumerate() {
+                assert_eq!(bits(got), bits(want), "{shape:?}, output {k}, call {call}");
+            }
+        }
+    }
+}

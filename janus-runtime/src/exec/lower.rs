@@ -441,8 +441,19 @@ pub(crate) fn lower_for(g: &Graph, fuse_sums: bool) -> Lowered {
                     Op::Multinomial if x_dense => {
                         StepKind::Multinomial { probs: arg(0), state: arg(1), out: i }
                     }
+                    // A sum over the leading dimension of 2^16 elements or more adds four fixed
+                    // parts in eager mode (`strided::sum_dims`), where the reduction kernel adds
+                    // one chain: it runs as the eager op instead, with the eager bits.
                     Op::Sum(p)
-                        if x_dense && p.dims.windows(2).all(|w| w[1] == w[0] + 1) && !p.dims.is_empty() =>
+                        if x_dense
+                            && p.dims.windows(2).all(|w| w[1] == w[0] + 1)
+                            && !p.dims.is_empty()
+                            && !(p.dims[0] == 0
+                                && janus_kernels::strided::SumPlan::parts(
+                                    x_shape.unwrap().elems(),
+                                    None,
+                                )
+                                .0 > 1) =>
                     {
                         let xs = x_shape.unwrap();
                         let (a, b) = (p.dims[0], *p.dims.last().unwrap());
