@@ -165,5 +165,6 @@ fn large_sums_over_the_batch_give_eager_bits() {
                 assert_eq!(bits(got), bits(want), "{shape:?}, output {k}, call {call}");
             }
         }
+        assert!(traced.compiled().is_some(), "{shape:?}: the later calls replayed a compiled graph");
     }
 }

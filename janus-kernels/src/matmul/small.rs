@@ -120,8 +120,9 @@ pub(super) fn narrow<T: Float>(
             };
         }
         match (accumulate, bias, act) {
-            // An addend and a bias row both: the closing pass adds the bias, then the relu.
             (true, None, true) => by_k!(ADD_RELU),
+            // An addend and a bias row both (no public entry asks for it): the closing pass
+            // adds the bias, then applies the relu.
             (true, ..) => by_k!(ADD),
             (false, Some(_), false) => by_k!(BIAS),
             (false, Some(_), true) => by_k!(BIAS_RELU),
