@@ -49,9 +49,11 @@ impl GruCell {
         }
     }
 
-    /// Hidden size.
+    /// Hidden size. A size read like [`Tensor::dims`]: inside a `#[janus]` block, a new hidden
+    /// size is checked against a fresh recording before a graph fitted to other sizes serves it.
+    #[track_caller]
     pub fn hidden_size(&self) -> usize {
-        self.weight_hh.sizes()[1]
+        self.weight_hh.dims()[1]
     }
 
     /// One step: `h'` from input `x [batch, input]` and state `h [batch, hidden]`.
