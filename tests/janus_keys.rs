@@ -268,8 +268,19 @@ fn next_count() -> f64 {
     COUNTER.fetch_add(1, Ordering::SeqCst) as f64
 }
 
+/// A helper the macro cannot see into: it returns a tensor, built from a counter.
+fn counted_shift(x: &Tensor) -> Tensor {
+    x + next_count()
+}
+
 #[janus(min_ops = 1, speculate = false)]
 fn impure(x: &Tensor) -> Tensor {
+    let y = counted_shift(x) * 1.0;
+    y
+}
+
+#[janus(min_ops = 1, speculate = false)]
+fn impure_scalar(x: &Tensor) -> Tensor {
     let y = x + next_count();
     y
 }
@@ -289,6 +300,16 @@ fn constants_from_impure_code_are_never_baked_in() {
         "{}",
         janus::explain()
     );
+    // A helper returning the scalar itself is read on every call: the block runs split around
+    // the call (`impure_scalar#0.1` takes its value as a keyed input) and never replays a
+    // stale value.
+    let start = COUNTER.load(Ordering::SeqCst) as f64;
+    for k in 0..6 {
+        assert_eq!(vals(&impure_scalar(&x)), [start + k as f64]);
+    }
+    let fs = frag("impure_scalar");
+    assert!(fs.iter().all(|f| f.hits == 0), "{}", janus::explain());
+    assert!(fs.iter().any(|f| f.name == "impure_scalar#0.1" && f.calls == 5), "{}", janus::explain());
 }
 
 #[janus(min_ops = 1, speculate = false)]

@@ -1,5 +1,7 @@
-//! The sampled self-check (issue 9, item 3): a scalar that a helper reads from a thread-local
-//! is not in the key, so a replay keeps the value it was recorded with. The check at replays
+//! The sampled self-check (issue 9, item 3): a tensor helper that reads a scalar from a
+//! thread-local inside it is invisible to the macro (a helper returning the scalar itself is
+//! read on every call: `janus_wave3_correctness.rs`), so a replay keeps the value it was
+//! recorded with. The check at replays
 //! 1, 2, 4, ..., 4096 and then every 4096th finds a lasting divergence within
 //! `janus::rt::SAMPLE_PERIOD` replays, invalidates the variant and returns eager results; and
 //! checked calls keep the random stream exactly as eager mode does. Its own binary: the
@@ -21,14 +23,18 @@ thread_local! {
     static TEMPERATURE: Cell<f64> = const { Cell::new(1.0) };
 }
 
-/// A scalar a helper reads from a thread-local: invisible to the macro, so not in the key.
 fn temperature() -> f64 {
     TEMPERATURE.with(Cell::get)
 }
 
+/// A tensor helper that reads a thread-local inside: invisible to the macro, so not in the key.
+fn cooled(x: &Tensor) -> Tensor {
+    x / temperature()
+}
+
 #[janus(min_ops = 1)]
 fn soften(x: &Tensor) -> Tensor {
-    let y = (x / temperature()).softmax(-1);
+    let y = cooled(x).softmax(-1);
     y
 }
 
@@ -57,7 +63,7 @@ fn the_sampled_self_check_finds_a_changed_thread_local_within_its_bound() {
 
 #[janus(min_ops = 1)]
 fn soften_later(x: &Tensor) -> Tensor {
-    let y = (x * 2.0 / temperature()).tanh();
+    let y = cooled(&(x * 2.0)).tanh();
     y
 }
 

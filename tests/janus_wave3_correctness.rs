@@ -50,6 +50,7 @@ fn a_size_read_through_an_accessor_is_a_guard_not_a_fitted_rule() {
 }
 
 #[janus(min_ops = 1)]
+#[allow(clippy::assign_op_pattern)] // the program as written
 fn halved_when_wide(cell: &nn::RnnCell, x: &Tensor, h: &Tensor) -> Tensor {
     let mut y = cell.forward(x, h).tanh();
     if cell.hidden_size() > 8 {
@@ -97,7 +98,13 @@ fn a_scalar_a_helper_reads_from_a_global_is_read_on_every_call() {
     janus::manual_seed(3);
     let logits = Tensor::randn([4, 5]);
     for call in 0..40 {
-        set_temperature(if call < 12 { 1.0 } else if call < 30 { 4.0 } else { 0.5 });
+        set_temperature(if call < 12 {
+            1.0
+        } else if call < 30 {
+            4.0
+        } else {
+            0.5
+        });
         let want = janus::with_mode(Mode::Eager, || soften(&logits));
         assert_close(&format!("call {call}"), &soften(&logits), &want);
     }
@@ -159,7 +166,16 @@ fn a_loop_bound_a_helper_reads_from_a_global_is_read_on_every_call() {
     janus::manual_seed(4);
     let (x, w) = (Tensor::randn([2, 3]), Tensor::randn([3, 3]));
     for call in 0..40 {
-        DEPTH.store(if call < 10 { 2 } else if call < 25 { 5 } else { 1 }, Ordering::Relaxed);
+        DEPTH.store(
+            if call < 10 {
+                2
+            } else if call < 25 {
+                5
+            } else {
+                1
+            },
+            Ordering::Relaxed,
+        );
         let want = janus::with_mode(Mode::Eager, || deep(&x, &w));
         assert_close(&format!("call {call}"), &deep(&x, &w), &want);
     }
@@ -191,4 +207,77 @@ fn a_helper_that_reseeds_inside_a_block_reseeds_on_every_call() {
         assert_close(&format!("call {call}"), &got, &want);
         assert_close(&format!("the caller's stream after call {call}"), &after_janus, &after_eager);
     }
+}
+
+// ---- 3. The order of host effects, against the function without the attribute ----
+
+/// Defines `$name` with `#[janus]` and `$plain` from the same source without it.
+macro_rules! with_and_without {
+    ($name:ident, $plain:ident, fn ($($args:tt)*) -> $ret:ty $body:block) => {
+        #[janus(min_ops = 1)]
+        fn $name($($args)*) -> $ret $body
+        fn $plain($($args)*) -> $ret $body
+    };
+}
+
+fn thr(log: &mut Vec<&'static str>) -> f32 {
+    log.push("thr");
+    0.0
+}
+
+fn val(log: &mut Vec<&'static str>, x: &Tensor) -> Tensor {
+    log.push("val");
+    x.sum_all()
+}
+
+with_and_without!(ordered, ordered_plain, fn (log: &mut Vec<&'static str>, x: &Tensor) -> Tensor {
+    let y = x.tanh() * 2.0;
+    if thr(log) < val(log, &y).item() {
+        log.push("then");
+    }
+    y.exp()
+});
+
+#[test]
+fn a_host_comparison_evaluates_its_operands_in_source_order() {
+    janus::set_self_check(false);
+    for call in 0..10 {
+        let x = Tensor::from_vec(vec![0.5f32 - call as f32 * 0.1, 0.25], [2]);
+        let (mut got, mut want) = (Vec::new(), Vec::new());
+        let a = ordered(&mut got, &x);
+        let b = ordered_plain(&mut want, &x);
+        assert_eq!(got, want, "call {call}");
+        assert_close(&format!("call {call}"), &a, &b);
+    }
+}
+
+static STEPS: AtomicUsize = AtomicUsize::new(0);
+
+/// A helper with an effect (a counter) that returns a host value (one of three).
+fn next_step() -> usize {
+    STEPS.fetch_add(1, Ordering::Relaxed) % 3
+}
+
+with_and_without!(stepped, stepped_plain, fn (x: &Tensor) -> (Tensor, usize) {
+    let h = x.tanh();
+    let k = next_step();
+    let y = h * (1.0 + k as f64);
+    (y.exp(), k)
+});
+
+#[test]
+fn a_helper_with_an_effect_runs_once_per_call_in_source_order() {
+    janus::set_self_check(false);
+    let x = Tensor::from_vec(vec![0.5f32, -0.25], [2]);
+    for call in 0..30 {
+        let before = STEPS.load(Ordering::Relaxed);
+        let (a, k) = stepped(&x);
+        assert_eq!(STEPS.load(Ordering::Relaxed), before + 1, "call {call}: the helper ran once");
+        assert_eq!(k, before % 3);
+        STEPS.store(before, Ordering::Relaxed);
+        let (b, k2) = stepped_plain(&x);
+        assert_eq!(k2, before % 3);
+        assert_close(&format!("call {call}"), &a, &b);
+    }
+    assert!(replays("stepped") > 0, "{}", janus::explain());
 }

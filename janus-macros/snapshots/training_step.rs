@@ -20,6 +20,7 @@ fn train_step(
             line: ::core::line!(),
             more_lines: 0u32,
             index: 2u32,
+            part: 0u32,
             profile: 2u32,
             max_variants: 8u32,
             min_ops: 3u32,
@@ -59,6 +60,7 @@ fn train_step(
                                 line: ::core::line!(),
                                 more_lines: 1u32,
                                 index: 0u32,
+                                part: 0u32,
                                 profile: 2u32,
                                 max_variants: 8u32,
                                 min_ops: 3u32,
@@ -123,6 +125,7 @@ fn train_step(
                                 line: ::core::line!(),
                                 more_lines: 0u32,
                                 index: 1u32,
+                                part: 0u32,
                                 profile: 2u32,
                                 max_variants: 8u32,
                                 min_ops: 3u32,
@@ -162,7 +165,7 @@ fn train_step(
                                 }
                             }
                         }
-                        loss
+                        ::janus::__private::tail_tensor(&loss)
                     })();
                     __janus_w_janus_ret.bind(&__janus_ret);
                     (__janus_ret,)

@@ -35,7 +35,11 @@ fn mix(seed: u64, index: u64) -> u64 {
 }
 
 /// Seeds the random stream of the calling thread (and of threads that start drawing later).
+///
+/// Inside a `#[janus]` block's recording (a helper that reseeds), the recording becomes
+/// unusable: a replay would skip the reseeding, so the block runs its statements.
 pub fn manual_seed(seed: u64) {
+    crate::recorder::reseeded("manual_seed");
     GLOBAL_SEED.store(seed, Ordering::Relaxed);
     STREAM.with(|s| s.set(Some(Stream { key: mix(seed, 0), counter: 0 })));
 }
@@ -58,8 +62,16 @@ pub fn stream_position() -> (u64, u64) {
     (s.key, s.counter)
 }
 
-/// Moves the calling thread's stream to `(key, counter)` (used to replay or roll back draws).
+/// Moves the calling thread's stream to `(key, counter)`, as returned by [`stream_position`].
+/// Like [`manual_seed`], it makes an active `#[janus]` recording unusable.
 pub fn set_stream_position(key: u64, counter: u64) {
+    crate::recorder::reseeded("set_stream_position");
+    move_to(key, counter);
+}
+
+/// Moves the calling thread's stream to `(key, counter)`: the runtime's own rewinds and
+/// advances (a replay's draws, a failed speculation).
+pub(crate) fn move_to(key: u64, counter: u64) {
     STREAM.with(|s| s.set(Some(Stream { key, counter })));
 }
 

@@ -39,6 +39,11 @@ pub(crate) trait Recorder: Sync {
     fn decision(&self, d: Decision);
     /// Code outside the runtime read a tensor's size at `at` (`dims()`, `shape()`, `numel()`).
     fn shape_read(&self, at: &'static Location<'static>);
+    /// A helper call (`call`, at `at`) returned a host scalar that no key can see.
+    fn host_value(&self, call: &'static str, at: &'static Location<'static>);
+    /// The random stream was moved by user code (`manual_seed`, `set_stream_position`): a
+    /// replay would skip it.
+    fn reseeded(&self, what: &'static str);
 }
 
 /// See [`Recorder::shape_read`]; reads from files for which `own` holds are not reported.
@@ -125,6 +130,22 @@ pub(crate) fn assertion(predicate: &Tensor, value: bool) -> bool {
 pub(crate) fn host_statement(line: u32) {
     if let Some(r) = active() {
         r.host_statement(line);
+    }
+}
+
+/// See [`Recorder::host_value`].
+#[inline]
+pub(crate) fn host_value(call: &'static str, at: &'static Location<'static>) {
+    if let Some(r) = active() {
+        r.host_value(call, at);
+    }
+}
+
+/// See [`Recorder::reseeded`].
+#[inline]
+pub(crate) fn reseeded(what: &'static str) {
+    if let Some(r) = active() {
+        r.reseeded(what);
     }
 }
 

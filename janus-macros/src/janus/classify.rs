@@ -23,8 +23,9 @@ pub(crate) enum Kind {
 }
 
 /// Methods and functions whose call ends a trace or has effects a graph cannot replay.
-const HOST_METHODS: &[&str] = &["backward", "backward_with", "item", "item_f64", "to_vec", "to_bool"];
-const HOST_FUNCTIONS: &[&str] = &[
+pub(crate) const HOST_METHODS: &[&str] =
+    &["backward", "backward_with", "item", "item_f64", "to_vec", "to_bool"];
+pub(crate) const HOST_FUNCTIONS: &[&str] = &[
     "save",
     "load",
     "manual_seed",
@@ -79,7 +80,11 @@ fn is_static_expr(e: &Expr, env: &Env) -> bool {
                         let called = name(&last.ident);
                         let recursive = called == self.env.function
                             && (p.path.segments.len() == 1 || p.path.segments[0].ident == "Self");
-                        if HOST_FUNCTIONS.contains(&called.as_str()) || recursive {
+                        // A helper call hoisted into a host statement (`host_calls.rs`), and the
+                        // tensor of a tail read (`speculate.rs`): host code.
+                        let hoisted = matches!(called.as_str(), "host_call" | "tail_tensor")
+                            && p.path.segments.iter().any(|s| s.ident == "__private");
+                        if HOST_FUNCTIONS.contains(&called.as_str()) || recursive || hoisted {
                             self.ok = false;
                             return;
                         }
@@ -123,8 +128,114 @@ fn closure_def(l: &Local) -> bool {
     matches!((&l.pat, l.init.as_ref().map(|i| &*i.expr)), (Pat::Ident(_), Some(Expr::Closure(c))) if c.capture.is_none())
 }
 
+/// Whether `s` mentions a closure that mutates what it captures (see `Env::mutating`).
+fn uses_mutating_closure(s: &Stmt, env: &Env) -> bool {
+    if env.mutating.is_empty() {
+        return false;
+    }
+    let mut words = HashSet::new();
+    mentioned(s.to_token_stream(), &mut words);
+    env.mutating.iter().any(|c| words.contains(c))
+}
+
+/// Whether a closure's body mutates a value it captures: assigns to it, takes `&mut` of it,
+/// or calls a mutating method on it (`push`, `insert`, `set`, any `*_mut`, ...).
+pub(crate) fn mutates_captures(c: &syn::ExprClosure) -> bool {
+    const MUTATORS: &[&str] = &[
+        "push",
+        "push_str",
+        "insert",
+        "extend",
+        "append",
+        "clear",
+        "pop",
+        "remove",
+        "truncate",
+        "retain",
+        "set",
+        "swap",
+        "replace",
+        "take",
+        "sort",
+        "sort_by",
+        "dedup",
+        "fetch_add",
+        "fetch_sub",
+        "store",
+        "drain",
+    ];
+    struct Find {
+        own: HashSet<String>,
+        found: bool,
+    }
+    fn root(e: &Expr) -> Option<String> {
+        match e {
+            Expr::Path(p) if p.path.segments.len() == 1 => Some(name(&p.path.segments[0].ident)),
+            Expr::Field(f) => root(&f.base),
+            Expr::Index(i) => root(&i.expr),
+            Expr::Paren(p) => root(&p.expr),
+            Expr::Unary(u) => root(&u.expr),
+            _ => None,
+        }
+    }
+    impl Find {
+        fn outer(&mut self, e: &Expr) {
+            if root(e).is_some_and(|r| !self.own.contains(&r)) {
+                self.found = true;
+            }
+        }
+    }
+    impl<'a> Visit<'a> for Find {
+        fn visit_expr(&mut self, e: &'a Expr) {
+            match e {
+                Expr::Assign(a) => self.outer(&a.left),
+                Expr::Binary(b)
+                    if matches!(
+                        b.op,
+                        syn::BinOp::AddAssign(_)
+                            | syn::BinOp::SubAssign(_)
+                            | syn::BinOp::MulAssign(_)
+                            | syn::BinOp::DivAssign(_)
+                            | syn::BinOp::RemAssign(_)
+                            | syn::BinOp::BitOrAssign(_)
+                            | syn::BinOp::BitAndAssign(_)
+                            | syn::BinOp::BitXorAssign(_)
+                            | syn::BinOp::ShlAssign(_)
+                            | syn::BinOp::ShrAssign(_)
+                    ) =>
+                {
+                    self.outer(&b.left)
+                }
+                Expr::Reference(r) if r.mutability.is_some() => self.outer(&r.expr),
+                Expr::MethodCall(m) => {
+                    let method = name(&m.method);
+                    if MUTATORS.contains(&method.as_str()) || method.ends_with("_mut") {
+                        self.outer(&m.receiver);
+                    }
+                }
+                _ => {}
+            }
+            syn::visit::visit_expr(self, e);
+        }
+        fn visit_pat_ident(&mut self, p: &'a syn::PatIdent) {
+            self.own.insert(name(&p.ident));
+        }
+    }
+    let mut f = Find { own: HashSet::new(), found: false };
+    for input in &c.inputs {
+        f.visit_pat(input);
+    }
+    // Every name the body binds counts as its own (an over-approximation that errs towards
+    // copying, as before).
+    f.visit_expr(&c.body);
+    f.found
+}
+
 /// Classifies one statement.
 pub(crate) fn classify(s: &Stmt, env: &Env) -> Kind {
+    if !matches!(s, Stmt::Item(_)) && uses_mutating_closure(s, env) {
+        return Kind::Host;
+    }
     match s {
         Stmt::Item(_) => Kind::Item,
         Stmt::Macro(_) => Kind::Host,
@@ -400,7 +511,7 @@ pub(crate) fn is_effect(s: &Stmt, env: &Env) -> bool {
             syn::visit::visit_expr_method_call(self, m);
         }
     }
-    let mut f = Find { found: false, env };
+    let mut f = Find { found: uses_mutating_closure(s, env), env };
     f.visit_stmt(s);
     f.found
 }

@@ -49,14 +49,28 @@ fn has_for_loop(stmts: &[Stmt]) -> bool {
 /// and the rebinding of the exported names.
 // Long by design: one `quote!` template of the whole dispatch, read top to bottom.
 pub(crate) fn fragment(f: Fragment<'_>, ctx: &mut Ctx) -> Vec<Stmt> {
-    let span = f.stmts.first().map(|s| s.span()).unwrap_or_else(Span::call_site);
+    // Generated names resolve at the macro's call site (a body written inside a `macro_rules!`
+    // has other hygiene than the attribute), while errors still point at the statements.
+    // (`line!()` and `file!()` keep the statements' own span: resolved at the call site they
+    // would give the attribute's line.)
+    let at = f.stmts.first().map(|s| s.span()).unwrap_or_else(Span::call_site);
+    let (file, line) = (quote_spanned!(at=> ::core::file!()), quote_spanned!(at=> ::core::line!()));
+    let span = at.resolved_at(Span::call_site());
     // The block's extent in lines, for `explain()` (0 where the compiler gives no lines).
     let first_line = span.start().line;
     let last_line = (f.stmts.last().and_then(|s| s.to_token_stream().into_iter().last()))
         .map_or(first_line, |t| t.span().end().line);
     let more_lines = last_line.saturating_sub(first_line) as u32;
-    let index = ctx.next;
-    ctx.next += 1;
+    let (index, part) = match &mut ctx.part {
+        Some((base, next)) => {
+            *next += 1;
+            (*base, *next - 1)
+        }
+        None => {
+            ctx.next += 1;
+            (ctx.next - 1, 0)
+        }
+    };
     let (function, profile, max_variants, min_ops) =
         (&ctx.function, ctx.opts.profile, ctx.opts.max_variants, ctx.opts.min_ops);
     let (speculative, max_failures, dynamic_dims) =
@@ -80,7 +94,11 @@ pub(crate) fn fragment(f: Fragment<'_>, ctx: &mut Ctx) -> Vec<Stmt> {
         quote! { let #v = &#tmp; }
     });
     let probes = f.inputs.iter().map(|p| {
-        let label = p.text();
+        // A hoisted helper call's local is labelled with the call.
+        let label = match ctx.labels.get(&p.root) {
+            Some(call) if p.steps.is_empty() => call.clone(),
+            _ => p.text(),
+        };
         if dynamic.iter().any(|d| d.root == p.root && p.steps.is_empty()) {
             let tmp = format_ident!("__janus_dyn_{}", p.root);
             quote! { (&::janus::__private::Probe(&#tmp)).probe(#label) }
@@ -168,10 +186,11 @@ pub(crate) fn fragment(f: Fragment<'_>, ctx: &mut Ctx) -> Vec<Stmt> {
             };
             static __JANUS_FRAGMENT: ::janus::__private::Fragment = ::janus::__private::Fragment::new(::janus::__private::Site {
                 function: #function,
-                file: ::core::file!(),
-                line: ::core::line!(),
+                file: #file,
+                line: #line,
                 more_lines: #more_lines,
                 index: #index,
+                part: #part,
                 profile: #profile,
                 max_variants: #max_variants,
                 min_ops: #min_ops,

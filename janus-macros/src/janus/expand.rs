@@ -5,13 +5,14 @@
 
 use super::classify::{Kind, leaves_borrow};
 use super::emit;
+use super::host_calls::{self, Rewrite, Version};
 use super::options::Options;
-use super::partition::{Segment, declare, partition};
+use super::partition::{Segment, declare, partition, partition_in};
 use super::reads::{Place, run_info};
 use super::scope::{Env, mentioned, name, pattern_names};
 use super::speculate;
 use quote::ToTokens;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use syn::spanned::Spanned;
 use syn::visit_mut::VisitMut;
 use syn::{Block, Expr, FnArg, Ident, ItemFn, Pat, Stmt};
@@ -20,7 +21,14 @@ use syn::{Block, Expr, FnArg, Ident, ItemFn, Pat, Stmt};
 pub(crate) struct Ctx {
     pub(crate) opts: Options,
     pub(crate) function: String,
+    /// The next block's number.
     pub(crate) next: u32,
+    /// While a block's split version is emitted: its block number, and the next part's.
+    pub(crate) part: Option<(u32, u32)>,
+    /// The last hoisted helper call's number (`__janus_cN`).
+    pub(crate) hoisted: u32,
+    /// Each hoisted local's call text, for the probes' labels.
+    pub(crate) labels: HashMap<String, String>,
 }
 
 /// Makes top-level bindings mutable (parameters, `let` and `for` patterns that are a plain
@@ -129,32 +137,99 @@ pub(crate) fn function(mut f: ItemFn, ctx: &mut Ctx) -> ItemFn {
 /// Transforms one statement list: partitions it, then emits each segment.
 fn block(b: &mut Block, parent: &Env, ctx: &mut Ctx) {
     let stmts = std::mem::take(&mut b.stmts);
+    b.stmts = emit_segments(partition(stmts, parent), ctx);
+}
+
+/// Emits segments: runs as fragments, control flow with its bodies transformed, host code.
+fn emit_segments(segments: Vec<Segment>, ctx: &mut Ctx) -> Vec<Stmt> {
     let mut out: Vec<Stmt> = Vec::new();
-    for seg in partition(stmts, parent) {
+    for seg in segments {
         match seg {
             Segment::Run { stmts, envs, env, live_after } => {
-                // The run as written (what the analysis reads) and as emitted (staged loops
-                // carry their partitioned bodies).
-                let emitted: Vec<Stmt> =
-                    stmts.iter().zip(&envs).map(|(s, e)| with_fallback(s.clone(), e, ctx)).collect();
-                let (mut run, mut emit) = (stmts, emitted);
-                flush((&mut run, &mut emit), &env, &live_after, &mut out, ctx);
+                run(stmts, envs, &env, &live_after, &mut out, ctx)
             }
             Segment::Control { mut stmt, env } => {
                 control(&mut stmt, &env, ctx);
                 out.push(stmt);
             }
-            Segment::Host { stmt, effect } => {
+            Segment::Host { mut stmt, effect, env } => {
+                // Host code runs on every call; a helper's value it reads still tells an
+                // enclosing recording (a whole-function one, or a caller's block).
+                host_calls::notify(&mut stmt, &env);
                 if effect && ctx.opts.speculate {
                     // A whole-function recording that meets an effect is unusable.
-                    let span = stmt.span();
-                    out.push(syn::parse_quote_spanned!(span=> ::janus::__private::host_statement(::core::line!());));
+                    let (at, span) = (stmt.span(), stmt.span().resolved_at(proc_macro2::Span::call_site()));
+                    let line = quote::quote_spanned!(at=> ::core::line!());
+                    out.push(syn::parse_quote_spanned!(span=> ::janus::__private::host_statement(#line);));
                 }
                 out.push(stmt);
             }
         }
     }
-    b.stmts = out;
+    out
+}
+
+/// Emits a run of static statements. One with a hoistable helper call (`host_calls.rs`) is
+/// emitted twice: as written, and split around those calls; a flag set at run time, once such
+/// a call returns a host scalar, picks the split version from then on.
+fn run(
+    stmts: Vec<Stmt>,
+    envs: Vec<Env>,
+    env: &Env,
+    live_after: &HashSet<String>,
+    out: &mut Vec<Stmt>,
+    ctx: &mut Ctx,
+) {
+    // The run as written (what the analysis reads) and as emitted (staged loops carry their
+    // partitioned bodies).
+    let emit = |stmts: &[Stmt], version: Version, out: &mut Vec<Stmt>, ctx: &mut Ctx| {
+        let mut run = stmts.to_vec();
+        for (s, e) in run.iter_mut().zip(&envs) {
+            Rewrite::new(e, version, &mut ctx.hoisted).statement(s);
+        }
+        let mut emitted: Vec<Stmt> =
+            run.iter().zip(&envs).map(|(s, e)| with_fallback(s.clone(), e, ctx)).collect();
+        flush((&mut run, &mut emitted), env, live_after, out, ctx);
+    };
+    // The split version: each hoistable call a host statement before its statement.
+    let (mut list, mut labels) = (Vec::new(), Vec::new());
+    let mut next = ctx.hoisted;
+    for (mut s, e) in stmts.iter().cloned().zip(&envs) {
+        let mut r = Rewrite::new(e, Version::Split, &mut next);
+        r.statement(&mut s);
+        labels.append(&mut r.labels);
+        list.append(&mut r.hoisted);
+        list.push(s);
+    }
+    if labels.is_empty() {
+        return emit(&stmts, Version::Notify, out, ctx);
+    }
+    ctx.hoisted = next;
+    ctx.labels.extend(labels);
+    let base = ctx.next;
+    let mut plain = Vec::new();
+    emit(&stmts, Version::Plain, &mut plain, ctx);
+    let outer_part = ctx.part.replace((base, 1));
+    let split = emit_segments(partition_in(list, env, live_after), ctx);
+    ctx.part = outer_part;
+    let exported = host_calls::exported(&stmts, live_after);
+    let span = stmts[0].span().resolved_at(proc_macro2::Span::call_site());
+    let flag = quote::quote_spanned! {span=>
+        static __JANUS_SPLIT: ::janus::__private::Split = ::janus::__private::Split::new();
+    };
+    if exported.is_empty() {
+        out.push(syn::parse_quote_spanned! {span=>
+            { #flag if __JANUS_SPLIT.get() { #(#split)* } else { #(#plain)* } }
+        });
+    } else {
+        let tuple = quote::quote! { (#(#exported,)*) };
+        out.push(syn::parse_quote_spanned! {span=>
+            let (#(mut #exported,)*) = {
+                #flag
+                if __JANUS_SPLIT.get() { #(#split)* #tuple } else { #(#plain)* #tuple }
+            };
+        });
+    }
 }
 
 /// Flushes a run split in two, `between` (a statement kept as host code) in the middle.
@@ -232,6 +307,14 @@ fn control(s: &mut Stmt, env: &Env, ctx: &mut Ctx) {
 }
 
 fn control_expr(e: &mut Expr, env: &Env, ctx: &mut Ctx) {
+    // Headers run on every call; a helper's value they read still tells an enclosing recording.
+    match e {
+        Expr::If(i) => host_calls::notify_expr(&mut i.cond, env),
+        Expr::While(w) => host_calls::notify_expr(&mut w.cond, env),
+        Expr::ForLoop(f) => host_calls::notify_expr(&mut f.expr, env),
+        Expr::Match(m) => host_calls::notify_expr(&mut m.expr, env),
+        _ => {}
+    }
     match e {
         Expr::If(i) => {
             let mut inner = env.clone();

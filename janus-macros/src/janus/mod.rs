@@ -5,6 +5,7 @@
 mod classify;
 mod emit;
 mod expand;
+mod host_calls;
 mod options;
 mod partition;
 mod reads;
@@ -49,7 +50,14 @@ pub(crate) fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
     let (Some(opts), true) = (opts, errors.is_none()) else {
         return with_original(errors.expect("an error was recorded"), item);
     };
-    let mut ctx = expand::Ctx { opts, function: scope::name(&f.sig.ident), next: 0 };
+    let mut ctx = expand::Ctx {
+        opts,
+        function: scope::name(&f.sig.ident),
+        next: 0,
+        part: None,
+        hoisted: 0,
+        labels: Default::default(),
+    };
     let mut out = expand::function(f, &mut ctx);
     out.attrs.push(syn::parse_quote!(#[allow(unused_mut)]));
     quote!(#out)

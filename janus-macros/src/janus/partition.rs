@@ -4,8 +4,9 @@
 //! bound to `__janus_tail`. Emission (`expand.rs`) turns runs into fragment dispatches and
 //! recurses into control flow; this stage decides nothing about code.
 
-use super::classify::{Kind, borrow_of, classify, is_effect, leaves_borrow};
+use super::classify::{Kind, borrow_of, classify, is_effect, leaves_borrow, mutates_captures};
 use super::expand::mutable_names;
+use super::host_calls;
 use super::scope::{Env, mentioned, name, pattern_names};
 use quote::ToTokens;
 use std::collections::HashSet;
@@ -20,22 +21,36 @@ pub(crate) enum Segment {
     /// Control flow, whose bodies are partitioned in turn, in the scope `env`.
     Control { stmt: Stmt, env: Box<Env> },
     /// Host code kept as it is: host statements, closure definitions, items, a bare tail;
-    /// `effect` when it has effects a whole-function graph could not replay.
-    Host { stmt: Stmt, effect: bool },
+    /// `effect` when it has effects a whole-function graph could not replay; `env` its scope.
+    Host { stmt: Stmt, effect: bool, env: Box<Env> },
 }
 
 /// The segments of `stmts` (the block's tail expression, if any, last) in scope `parent`.
 pub(crate) fn partition(mut stmts: Vec<Stmt>, parent: &Env) -> Vec<Segment> {
-    let mut env = parent.nested();
     let tail = match stmts.last() {
         Some(Stmt::Expr(_, None)) => stmts.pop(),
         _ => None,
     };
+    segments(stmts, tail, parent.nested(), &HashSet::new())
+}
+
+/// The segments of a statement list without a tail, in scope `env` (not a nested one), whose
+/// names in `live_after` must stay bound after it: a block's split version (`host_calls.rs`).
+pub(crate) fn partition_in(stmts: Vec<Stmt>, env: &Env, live_after: &HashSet<String>) -> Vec<Segment> {
+    segments(stmts, None, env.clone(), live_after)
+}
+
+fn segments(
+    stmts: Vec<Stmt>,
+    tail: Option<Stmt>,
+    mut env: Env,
+    live_after: &HashSet<String>,
+) -> Vec<Segment> {
     // Names mentioned from statement i on (the tail included): what a run must leave bound.
     // This over-approximates liveness on purpose: a binding a run defines must also survive it
     // when a later statement only assigns it (`let mut v = a; ..; v = b;`): its value is dead,
     // but the name must exist.
-    let mut used_from: Vec<HashSet<String>> = vec![HashSet::new(); stmts.len() + 1];
+    let mut used_from: Vec<HashSet<String>> = vec![live_after.clone(); stmts.len() + 1];
     if let Some(t) = &tail {
         mentioned(t.to_token_stream(), &mut used_from[stmts.len()]);
     }
@@ -52,8 +67,12 @@ pub(crate) fn partition(mut stmts: Vec<Stmt>, parent: &Env) -> Vec<Segment> {
                 out.push(Segment::Run { stmts, envs, env, live_after: live.clone() });
             }
         };
-    for (i, s) in stmts.into_iter().enumerate() {
+    for (i, mut s) in stmts.into_iter().enumerate() {
         let kind = classify(&s, &env);
+        if kind == Kind::ClosureDef {
+            // Copied into the blocks that call it: its helper calls tell their recordings.
+            host_calls::notify(&mut s, &env);
+        }
         if kind != Kind::Static {
             end(&mut run, &used_from[i], &mut out);
         }
@@ -68,23 +87,25 @@ pub(crate) fn partition(mut stmts: Vec<Stmt>, parent: &Env) -> Vec<Segment> {
             Kind::Control => out.push(Segment::Control { stmt: s, env: Box::new(before) }),
             Kind::Host => {
                 let effect = is_effect(&s, &before);
-                out.push(Segment::Host { stmt: s, effect });
+                out.push(Segment::Host { stmt: s, effect, env: Box::new(before) });
             }
-            Kind::ClosureDef | Kind::Item => out.push(Segment::Host { stmt: s, effect: false }),
+            Kind::ClosureDef | Kind::Item => {
+                out.push(Segment::Host { stmt: s, effect: false, env: Box::new(before) })
+            }
         }
     }
     let last = &used_from[used_from.len() - 1];
     match tail {
         // A static tail expression is bound to a local, so it stages with the run before it.
         Some(Stmt::Expr(e, None)) if is_tail_static(&e, &env) => {
-            let span = e.span();
+            let span = e.span().resolved_at(proc_macro2::Span::call_site());
             let bound: Stmt = syn::parse_quote_spanned!(span=> let __janus_tail = #e;);
             let r = run.get_or_insert_with(|| (Vec::new(), Vec::new(), env.clone()));
             r.0.push(bound);
             r.1.push(env.clone());
             end(&mut run, &HashSet::from(["__janus_tail".to_string()]), &mut out);
             let stmt = Stmt::Expr(syn::parse_quote_spanned!(span=> __janus_tail), None);
-            out.push(Segment::Host { stmt, effect: false });
+            out.push(Segment::Host { stmt, effect: false, env: Box::new(env) });
         }
         Some(t) => {
             end(&mut run, last, &mut out);
@@ -92,7 +113,7 @@ pub(crate) fn partition(mut stmts: Vec<Stmt>, parent: &Env) -> Vec<Segment> {
                 out.push(Segment::Control { stmt: t, env: Box::new(env) });
             } else {
                 let effect = is_effect(&t, &env);
-                out.push(Segment::Host { stmt: t, effect });
+                out.push(Segment::Host { stmt: t, effect, env: Box::new(env) });
             }
         }
         None => end(&mut run, last, &mut out),
@@ -117,8 +138,11 @@ pub(crate) fn declare(env: &mut Env, s: &Stmt, kind: Kind) {
             Expr::Reference(r) if r.mutability.is_none() => {
                 env.shared.insert(name(&p.ident));
             }
-            Expr::Closure(_) if kind == Kind::ClosureDef => {
+            Expr::Closure(c) if kind == Kind::ClosureDef => {
                 env.closures.insert(name(&p.ident), s.clone());
+                if mutates_captures(c) {
+                    env.mutating.insert(name(&p.ident));
+                }
             }
             _ => {}
         }

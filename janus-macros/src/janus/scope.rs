@@ -23,6 +23,10 @@ pub(crate) struct Env {
     pub(crate) borrows: HashMap<String, Borrow>,
     /// Non-`move` closures bound to a name, copied into later blocks that call them (rule 4).
     pub(crate) closures: HashMap<String, Stmt>,
+    /// Those of them that mutate what they capture (`|t| { count += 1; t.tanh() }`): a copy
+    /// would borrow it a second time, and a replay would skip the mutation, so a statement
+    /// that uses one is host code.
+    pub(crate) mutating: HashSet<String>,
     /// The level of the statement list being transformed.
     pub(crate) depth: usize,
     /// The function's own name: a recursive call is a host statement, so the tensor code
@@ -44,6 +48,7 @@ impl Env {
 
     pub(crate) fn declare(&mut self, name: String) {
         self.closures.remove(&name);
+        self.mutating.remove(&name);
         self.borrows.remove(&name);
         self.references.remove(&name);
         self.mutable.remove(&name);

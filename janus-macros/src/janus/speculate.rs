@@ -62,16 +62,26 @@ fn rewrite_comparison(e: &Expr) -> Option<Expr> {
         BinOp::Ne(_) => ("Ne", "Ne"),
         _ => return None,
     };
-    let (t, f64_read, rhs, op) = match (item_read(&b.left), item_read(&b.right)) {
-        (Some((t, f)), _) => (t, f, &b.right, op),
-        (None, Some((t, f))) => (t, f, &b.left, flip),
-        _ => return None,
-    };
-    let op = Ident::new(op, proc_macro2::Span::call_site());
-    let ty = if f64_read { quote!(f64) } else { quote!(f32) };
-    Some(syn::parse_quote! {
-        ::janus::__private::item_cmp(&(#t), ::janus::__private::Cmp::#op, (#rhs as #ty) as f64, #f64_read)
-    })
+    let ty = |f64_read: bool| if f64_read { quote!(f64) } else { quote!(f32) };
+    match (item_read(&b.left), item_read(&b.right)) {
+        (Some((t, f64_read)), _) => {
+            let (op, ty, rhs) = (Ident::new(op, proc_macro2::Span::call_site()), ty(f64_read), &b.right);
+            Some(syn::parse_quote! {
+                ::janus::__private::item_cmp(&(#t), ::janus::__private::Cmp::#op, (#rhs as #ty) as f64, #f64_read)
+            })
+        }
+        // `lhs < t.item()`: Rust evaluates `lhs` first, so it is bound before `t` runs.
+        (None, Some((t, f64_read))) => {
+            let (op, ty, lhs) = (Ident::new(flip, proc_macro2::Span::call_site()), ty(f64_read), &b.left);
+            Some(syn::parse_quote! {
+                {
+                    let __janus_lhs = (#lhs as #ty) as f64;
+                    ::janus::__private::item_cmp(&(#t), ::janus::__private::Cmp::#op, __janus_lhs, #f64_read)
+                }
+            })
+        }
+        _ => None,
+    }
 }
 
 /// Rewrites the comparisons of host reads in a condition (through `&&`, `||`, `!` and parens).
@@ -144,7 +154,23 @@ pub(crate) fn take_tail_read(b: &mut Block) -> Option<Ident> {
         return None;
     }
     let method = m.method.clone();
-    *e = (*m.receiver).clone();
+    // A handle of the tensor read, whatever holds it (`x` of a `&Tensor` parameter, a field
+    // behind a reference, a slice element, `(a + b)`).
+    let receiver = (*m.receiver).clone();
+    let tight = matches!(
+        receiver,
+        Expr::Path(_)
+            | Expr::Field(_)
+            | Expr::Index(_)
+            | Expr::Call(_)
+            | Expr::MethodCall(_)
+            | Expr::Paren(_)
+    );
+    *e = if tight {
+        syn::parse_quote_spanned!(receiver.span()=> ::janus::__private::tail_tensor(&#receiver))
+    } else {
+        syn::parse_quote_spanned!(receiver.span()=> ::janus::__private::tail_tensor(&(#receiver)))
+    };
     Some(method)
 }
 

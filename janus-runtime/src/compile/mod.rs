@@ -311,7 +311,7 @@ impl Compiled {
         // Advanced only once the run succeeded: a replay that panics leaves the stream as the
         // statements that run instead expect it.
         if let Some((key, counter)) = rng_after {
-            random::set_stream_position(key, counter);
+            random::move_to(key, counter);
         }
         self.rebuild(outs, inputs, sink)
     }

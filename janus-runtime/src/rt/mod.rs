@@ -6,6 +6,7 @@
 mod check;
 mod coverage;
 mod fragment;
+mod host_values;
 mod instance;
 mod key;
 mod probe;
@@ -25,13 +26,14 @@ use crate::{DType, Tensor};
 #[doc(hidden)]
 pub mod __private {
     pub use super::fragment::{Enter, Fragment, Scope, Site};
+    pub use super::host_values::{Split, host_call, host_value};
     pub use super::instance::Instance;
     pub use super::key::Key;
     pub use super::probe::{
         FixedMutRef, FixedOther, InOutModule, InOutOpaque, InOutRef, Input, OutputModule, OutputOpaque,
         Probe, ProbeKeyed, ProbeOpaque, Probed, Prober, Replayed, Witness,
     };
-    pub use super::speculate::{Cmp, branch, host_statement, item_cmp};
+    pub use super::speculate::{Cmp, TailTensor, branch, host_statement, item_cmp, tail_tensor};
     pub use super::{DynamicScalar, dynamic_scalar};
 }
 

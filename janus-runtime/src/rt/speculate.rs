@@ -32,6 +32,40 @@ impl Fragment {
     }
 }
 
+/// What a tail read (`x.item()` ending a speculated body) reads: a tensor, or a reference to
+/// one (a `&Tensor` parameter, a field behind a reference, a slice element).
+#[doc(hidden)]
+pub trait TailTensor {
+    /// A handle of the tensor.
+    fn handle(&self) -> Tensor;
+}
+
+impl TailTensor for Tensor {
+    fn handle(&self) -> Tensor {
+        self.clone()
+    }
+}
+
+impl<T: TailTensor + ?Sized> TailTensor for &T {
+    fn handle(&self) -> Tensor {
+        (**self).handle()
+    }
+}
+
+impl<T: TailTensor + ?Sized> TailTensor for &mut T {
+    fn handle(&self) -> Tensor {
+        (**self).handle()
+    }
+}
+
+/// The tensor a speculated body's tail read reads, handed out of the function graph and read
+/// after it (generated code calls this in place of the read).
+#[doc(hidden)]
+#[inline]
+pub fn tail_tensor<T: TailTensor + ?Sized>(t: &T) -> Tensor {
+    t.handle()
+}
+
 /// A host statement of a `#[janus]` function is about to run (generated code calls this): a
 /// whole-function recording that meets one is unusable, since a replay would skip it.
 #[doc(hidden)]

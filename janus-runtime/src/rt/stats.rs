@@ -364,7 +364,8 @@ pub fn stats() -> Stats {
             // By function: the whole function first, then its blocks in source order.
             let mut all = fragments();
             all.sort_by_key(|f| {
-                (f.site().function, !f.site().speculative, f.site().file, f.site().line, f.site().index)
+                let s = f.site();
+                (s.function, !s.speculative, s.file, s.line, s.index, s.part)
             });
             all.into_iter().map(Fragment::snapshot).collect()
         },

@@ -82,6 +82,20 @@ pub enum Unusable {
         /// Where it is.
         line: u32,
     },
+    /// A helper call returned a host scalar that no key can see (a value it read from a
+    /// global, a thread-local or a `static`): a graph would bake it in.
+    HostValue {
+        /// The call's source text.
+        call: &'static str,
+        /// Where it is.
+        at: &'static Location<'static>,
+    },
+    /// User code moved the random stream (`manual_seed`, `set_stream_position`) during the
+    /// recording: a replay would skip it.
+    Reseeded {
+        /// Which function.
+        what: &'static str,
+    },
     /// Values on two devices (other than rank-0 CPU scalars): a graph runs on one device.
     MixedDevices {
         /// The device seen first.
@@ -120,6 +134,15 @@ impl fmt::Display for Unusable {
                     f,
                     "a host statement (line {line}) runs on every call: a whole-function graph would skip it"
                 )
+            }
+            Unusable::HostValue { call, at } => write!(
+                f,
+                "`{call}` at {}:{} returned a host value no key can see (it runs on every call; pass it as an argument to key the graph on it)",
+                at.file(),
+                at.line()
+            ),
+            Unusable::Reseeded { what } => {
+                write!(f, "`{what}` moved the random stream during the recording: a replay would skip it")
             }
             Unusable::MixedDevices { first, other } => write!(
                 f,
@@ -463,6 +486,12 @@ impl crate::recorder::Recorder for Tracer {
         with_top(|r| {
             r.shape_read.get_or_insert(at);
         });
+    }
+    fn host_value(&self, call: &'static str, at: &'static Location<'static>) {
+        with_top(|r| r.mark(Unusable::HostValue { call, at }));
+    }
+    fn reseeded(&self, what: &'static str) {
+        with_top(|r| r.mark(Unusable::Reseeded { what }));
     }
     fn decision(&self, d: Decision) {
         with_top(|r| {

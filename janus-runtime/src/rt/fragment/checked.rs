@@ -59,7 +59,7 @@ impl Fragment {
         let started = Instant::now();
         let pos = crate::random::stream_position();
         let replayed = crate::panics::catch_quietly(|| staged.compiled.replay(distinct));
-        crate::random::set_stream_position(pos.0, pos.1);
+        crate::random::move_to(pos.0, pos.1);
         let Ok(mut replayed) = replayed else {
             staged.counts.panicked.fetch_add(1, Ordering::Relaxed);
             st.counters.eager(EagerKind::ReplayPanicked, "the replay panicked: ran the statements");

@@ -64,6 +64,9 @@ pub struct Site {
     pub more_lines: u32,
     /// The block's number within the function.
     pub index: u32,
+    /// 0, or for the blocks of a block's split version (see `rt::host_values`), their number
+    /// within it: the block is then `function#index.part`.
+    pub part: u32,
     /// Recordings of a key before it is compiled (at least two agreeing ones are needed).
     pub profile: u32,
     /// Keys compiled at most; unseen keys beyond run eagerly.
@@ -324,6 +327,8 @@ impl Fragment {
     pub fn name(&self) -> String {
         if self.site.speculative {
             format!("{}#fn", self.site.function)
+        } else if self.site.part > 0 {
+            format!("{}#{}.{}", self.site.function, self.site.index, self.site.part)
         } else {
             format!("{}#{}", self.site.function, self.site.index)
         }
@@ -554,7 +559,7 @@ impl Fragment {
         {
             // Nothing of the replay is kept: the call runs the statements, the random
             // stream where it was.
-            crate::random::set_stream_position(pos.0, pos.1);
+            crate::random::move_to(pos.0, pos.1);
             self.speculation_failed(st, variant.key.fingerprint(), variant, "an assert did not hold");
             return plain("speculation failed: ran the statements", EagerKind::SpeculationFailed);
         }
