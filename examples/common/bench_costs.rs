@@ -66,6 +66,30 @@ fn tiny(x: &Tensor) -> Tensor {
     y
 }
 
+/// A host scalar passed in: keyed by its value. (Both this and [`tiny_guarded`] stay on the
+/// fragment path, a function with a helper's value being never speculated: their difference is
+/// the guard's.)
+#[janus(min_ops = 1, speculate = false)]
+fn tiny_scaled(x: &Tensor, s: f64) -> Tensor {
+    let y = x * s + 1.0;
+    y
+}
+
+/// What [`scale`] returns: a value the key cannot see.
+static SCALE_BITS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0x4000_0000_0000_0000);
+
+/// A helper reading a global: run on every call, its value a guard of the block after it.
+fn scale() -> f64 {
+    f64::from_bits(SCALE_BITS.load(std::sync::atomic::Ordering::Relaxed))
+}
+
+/// [`tiny_scaled`] with the scalar read by a helper (the block is split around the call).
+#[janus(min_ops = 1, speculate = false)]
+fn tiny_guarded(x: &Tensor) -> Tensor {
+    let y = x * scale() + 1.0;
+    y
+}
+
 /// A block whose graph runs no kernel (the reshape is a view): a replay is dispatch (probe,
 /// key, lookup, sampling decision), the executor's entry and the rebuild of the output.
 #[janus(min_ops = 1)]
@@ -74,9 +98,9 @@ fn no_kernel(x: &Tensor) -> Tensor {
     y
 }
 
-/// Nanoseconds per call of [`tiny`] and [`no_kernel`] on a one-element tensor (median of 15
-/// blocks of 200k calls) and of CartPole's `act` (15 blocks of 50k calls), eager and replayed:
-/// the cost of the hit path. The difference between the two blocks' replays is what running
+/// Nanoseconds per call of [`tiny`], [`no_kernel`], [`tiny_scaled`] and [`tiny_guarded`] on a
+/// one-element tensor (median of 15 blocks of 200k calls) and of CartPole's `act` (15 blocks of
+/// 50k calls), eager and replayed: the cost of the hit path, and of a helper's guard. The difference between the two blocks' replays is what running
 /// a one-kernel graph adds to dispatch.
 pub fn hit_cost() {
     let x = Tensor::ones([1]);
@@ -94,6 +118,14 @@ pub fn hit_cost() {
     };
     let (e, j) = (per_call(Mode::Eager, tiny), per_call(Mode::Janus, tiny));
     let (ne, nj) = (per_call(Mode::Eager, no_kernel), per_call(Mode::Janus, no_kernel));
+    // The guard of a helper's host value against the same scalar passed as an argument.
+    for _ in 0..4 {
+        tiny_scaled(&x, 2.0);
+        tiny_guarded(&x);
+    }
+    let (se, sj) =
+        (per_call(Mode::Eager, |x| tiny_scaled(x, 2.0)), per_call(Mode::Janus, |x| tiny_scaled(x, 2.0)));
+    let (ge, gj) = (per_call(Mode::Eager, tiny_guarded), per_call(Mode::Janus, tiny_guarded));
     // `act` of the CartPole example: batch-1 inference and sampling, one replay per call.
     let policy = cartpole::Policy::new();
     let obs = Tensor::from_vec(vec![0.01f32, -0.02, 0.03, 0.01], [1, 4]);
@@ -111,5 +143,9 @@ pub fn hit_cost() {
     println!("\n| block | eager, ns/call | janus (replay), ns/call |\n|---|---:|---:|");
     println!("| dispatch only: `x.reshape([1, 1])`, a graph with no kernel | {ne:.0} | {nj:.0} |");
     println!("| `x * 2.0 + 1.0`, 1 element: one fused kernel | {e:.0} | {j:.0} |");
+    println!("| `x * s + 1.0`, `s: f64` an argument (keyed by value) | {se:.0} | {sj:.0} |");
+    println!(
+        "| `x * scale() + 1.0`, `scale()` a helper reading a global: read and guarded per call | {ge:.0} | {gj:.0} |"
+    );
     println!("| CartPole `act` (batch-1 inference and sampling, no environment) | {ae:.0} | {aj:.0} |");
 }

@@ -39,8 +39,9 @@ pub(crate) trait Recorder: Sync {
     fn decision(&self, d: Decision);
     /// Code outside the runtime read a tensor's size at `at` (`dims()`, `shape()`, `numel()`).
     fn shape_read(&self, at: &'static Location<'static>);
-    /// A helper call (`call`, at `at`) returned a host scalar that no key can see.
-    fn host_value(&self, call: &'static str, at: &'static Location<'static>);
+    /// A helper call (`call`, at `at`) returned a host scalar that no key can see, or (`effect`)
+    /// was made for a host effect.
+    fn host_value(&self, call: &'static str, effect: bool, at: &'static Location<'static>);
     /// The random stream was moved by user code (`manual_seed`, `set_stream_position`): a
     /// replay would skip it.
     fn reseeded(&self, what: &'static str);
@@ -135,9 +136,9 @@ pub(crate) fn host_statement(line: u32) {
 
 /// See [`Recorder::host_value`].
 #[inline]
-pub(crate) fn host_value(call: &'static str, at: &'static Location<'static>) {
+pub(crate) fn host_value(call: &'static str, effect: bool, at: &'static Location<'static>) {
     if let Some(r) = active() {
-        r.host_value(call, at);
+        r.host_value(call, effect, at);
     }
 }
 

@@ -44,6 +44,9 @@ struct Func {
     depth: usize,
     /// Open loops around the current statement (for `break` and `continue`).
     loops: usize,
+    /// Whether this function calls the host helpers (`knob()`, `note(..)`, ...): half of the
+    /// functions, so the other half can still speculate as a whole.
+    helpers: bool,
 }
 
 impl Func {
@@ -125,7 +128,75 @@ impl Func {
         self.closures.pop();
     }
 
+    /// A statement calling the host helpers of `main.rs`: values read from globals the test
+    /// changes between calls, effects on the log, in the positions the macro treats apart.
+    fn helper_stmt(&mut self) {
+        let vars = self.vars();
+        let e = self.expr(2);
+        let v = self.rng.pick(&vars).to_string();
+        let tag = self.rng.below(9);
+        match self.rng.below(8) {
+            0 => {
+                // A hoisted helper in a `let`, its value used later in the block.
+                let k = self.fresh("k");
+                self.line(&format!("let {k} = knob();"));
+                self.line(&format!("{v} = ({e} * {k}).tanh();"));
+            }
+            1 => {
+                // A helper first in its statement (hoisted), then one after another call (not).
+                self.line(&format!("{v} = ({e} * knob()).tanh();"));
+                self.line(&format!("{v} = ({v}.tanh() * knob() + {e}).sigmoid();"));
+            }
+            2 => {
+                // A staged loop whose trip count a helper reads.
+                self.line("for _ in 0..depth() {");
+                self.line(&format!("    {v} = (&{v} * 0.9 + {e} * 0.1).tanh();"));
+                self.line("}");
+            }
+            3 => {
+                // A helper with an effect whose value the block uses.
+                let t = self.fresh("t");
+                self.line(&format!("let {t} = note({tag});"));
+                self.line(&format!("{v} = &{v} * {t};"));
+            }
+            4 => {
+                // A host comparison whose operands both have effects, in source order.
+                self.line(&format!("if thr({tag}) < (({e}) * note({})).sum_all().item() {{", tag + 1));
+                self.line(&format!("    say({tag});"));
+                self.line(&format!("    {v} = ({v}).tanh();"));
+                self.line("}");
+            }
+            5 => {
+                // An effect with plain arguments and no value, between tensor statements.
+                self.line(&format!("{v} = ({e}).sigmoid();"));
+                self.line(&format!("say({tag});"));
+                self.line(&format!("{v} = ({v} * 0.5).tanh();"));
+            }
+            6 => {
+                // A closure that counts its calls, read after them.
+                let (c, f) = (self.fresh("c"), self.fresh("inc"));
+                self.line(&format!("let mut {c} = 0usize;"));
+                self.line(&format!("let mut {f} = |t: &Tensor| {{"));
+                self.line(&format!("    {c} += 1;"));
+                self.line("    t.tanh()");
+                self.line("};");
+                self.line(&format!("{v} = {f}(&{e});"));
+                self.line(&format!("{v} = {f}(&{v});"));
+                self.line(&format!("{v} = &{v} * ({c} as f64 * 0.25);"));
+            }
+            _ => {
+                // A helper read inside a closure (not hoisted: the block stays eager).
+                let f = self.fresh("f");
+                self.line(&format!("let {f} = |t: &Tensor| (t * knob()).tanh();"));
+                self.line(&format!("{v} = {f}(&{e});"));
+            }
+        }
+    }
+
     fn stmt(&mut self) {
+        if self.helpers && self.rng.chance(20) {
+            return self.helper_stmt();
+        }
         let vars = self.vars();
         let nested = self.depth < 2;
         let e = self.expr(3);
@@ -378,6 +449,7 @@ fn function(k: usize, rng: Rng) -> String {
         next: 1,
         depth: 0,
         loops: 0,
+        helpers: k % 2 == 1,
     };
     // Every third function compiles a single variant, so the calls with other keys run the
     // statements (and a staged loop's body dispatches to its own graph); decided by `k`, not
@@ -388,15 +460,13 @@ fn function(k: usize, rng: Rng) -> String {
     } else {
         format!("#[janus(min_ops = 1{limit})]")
     };
-    writeln!(f.out, "{attr}").unwrap();
     // Parameters are sometimes raw identifiers, used by their plain names in the body.
     let [x, y, m, n, s] =
         ["x", "y", "m", "n", "s"].map(|p| if f.rng.chance(10) { format!("r#{p}") } else { p.into() });
-    writeln!(
-        f.out,
-        "pub fn f{k}({x}: &Tensor, {y}: &Tensor, {m}: &mut P, {n}: usize, {s}: f64) -> (Tensor, Tensor, Vec<Tensor>) {{"
-    )
-    .unwrap();
+    let signature = format!(
+        "({x}: &Tensor, {y}: &Tensor, {m}: &mut P, {n}: usize, {s}: f64) -> (Tensor, Tensor, Vec<Tensor>) {{"
+    );
+    f.out.clear();
     f.line("let mut hs: Vec<Tensor> = Vec::new();");
     f.line("let mut v0 = (x * s).tanh();");
     f.line("let mut v1 = (y + &v0).sigmoid();");
@@ -407,7 +477,12 @@ fn function(k: usize, rng: Rng) -> String {
     let (a, b) = (f.rng.pick(&top).to_string(), f.rng.pick(&top).to_string());
     f.line(&format!("({a}.clone(), {b}.clone(), hs)"));
     f.out.push_str("}\n");
-    f.out
+    // The same source twice: with the attribute, and without (the reference for evaluation
+    // order and host effects, which eager mode of the expansion cannot be).
+    format!(
+        "{attr}\npub fn f{k}{signature}\n{body}\n/// `f{k}` without the attribute.\npub fn f{k}_plain{signature}\n{body}",
+        body = f.out
+    )
 }
 
 /// Functions per generated file (each file stays readable in one sitting).
@@ -428,19 +503,31 @@ pub fn generate(seed: u64, count: usize) -> Vec<(String, String)> {
     for p in 0..parts {
         writeln!(table, "mod part{p};").unwrap();
     }
-    table +=
-        "\n/// Every generated function, by name.\npub const FUNCTIONS: &[(&str, super::Generated)] = &[\n";
+    table += "\n/// Every generated function, by name, with its twin without the attribute.\npub const FUNCTIONS: &[(&str, super::Generated, super::Generated)] = &[\n";
     for p in 0..parts {
         let mut s = header("Part of the random functions.");
-        s += "#![allow(unused, clippy::all)]\n\nuse super::super::{P, bump, decay, mix, pair};\nuse janus::prelude::*;\n";
+        s += "#![allow(unused, clippy::all)]\n\nuse super::super::{P, bump, decay, depth, knob, mix, note, pair, say, thr};\nuse janus::prelude::*;\n";
         for k in p * PER_FILE..((p + 1) * PER_FILE).min(count) {
             s += "\n";
             s += &function(k, Rng(seed.wrapping_mul(1_000_003).wrapping_add(k as u64)));
-            writeln!(table, "    (\"f{k}\", part{p}::f{k}),").unwrap();
+            writeln!(table, "    (\"f{k}\", part{p}::f{k}, part{p}::f{k}_plain),").unwrap();
         }
         files.push((format!("part{p}.rs"), s));
     }
     table += "];\n";
     files.insert(0, ("mod.rs".to_string(), table));
     files
+}
+
+/// All of [`generate`]'s files as one, its parts as inline modules (for `include!`; used by
+/// `build.rs`, which includes this file).
+#[allow(dead_code)]
+pub fn generate_inline(seed: u64, count: usize) -> String {
+    let files = generate(seed, count);
+    let mut table = files[0].1.clone();
+    for (name, text) in &files[1..] {
+        let module = name.trim_end_matches(".rs");
+        table = table.replace(&format!("mod {module};\n"), &format!("mod {module} {{\n{text}}}\n"));
+    }
+    table.lines().filter(|l| !l.starts_with("//! Random")).collect::<Vec<_>>().join("\n")
 }

@@ -169,9 +169,7 @@ fn emit_segments(segments: Vec<Segment>, ctx: &mut Ctx) -> Vec<Stmt> {
     out
 }
 
-/// Emits a run of static statements. One with a hoistable helper call (`host_calls.rs`) is
-/// emitted twice: as written, and split around those calls; a flag set at run time, once such
-/// a call returns a host scalar, picks the split version from then on.
+/// Emits a run of static statements (see `flush`).
 fn run(
     stmts: Vec<Stmt>,
     envs: Vec<Env>,
@@ -182,14 +180,36 @@ fn run(
 ) {
     // The run as written (what the analysis reads) and as emitted (staged loops carry their
     // partitioned bodies).
-    let emit = |stmts: &[Stmt], version: Version, out: &mut Vec<Stmt>, ctx: &mut Ctx| {
-        let mut run = stmts.to_vec();
-        for (s, e) in run.iter_mut().zip(&envs) {
-            Rewrite::new(e, version, &mut ctx.hoisted).statement(s);
+    let mut emitted: Vec<Stmt> =
+        stmts.iter().zip(&envs).map(|(s, e)| with_fallback(s.clone(), e, ctx)).collect();
+    let mut stmts = stmts;
+    flush((&mut stmts, &mut emitted), env, live_after, out, ctx);
+}
+
+/// Emits a run that the borrow rules leave whole. One with a hoistable helper call
+/// (`host_calls.rs`) is emitted twice, as written and split around those calls; a flag set at
+/// run time, once such a call returns a host scalar, picks the split version from then on.
+fn versions(
+    (stmts, emitted): (Vec<Stmt>, Vec<Stmt>),
+    env: &Env,
+    live_after: &HashSet<String>,
+    out: &mut Vec<Stmt>,
+    ctx: &mut Ctx,
+) {
+    // The scope before each statement (a local closure is no helper).
+    let mut envs = Vec::with_capacity(stmts.len());
+    let mut scope = env.clone();
+    for s in &stmts {
+        envs.push(scope.clone());
+        declare(&mut scope, s, Kind::Static);
+    }
+    // Rewrites both forms of the run alike (loop bodies are left to their own blocks).
+    let rewrite = |(mut stmts, mut emitted): (Vec<Stmt>, Vec<Stmt>), version: Version, ctx: &mut Ctx| {
+        for ((s, e), env) in stmts.iter_mut().zip(emitted.iter_mut()).zip(&envs) {
+            Rewrite::new(env, version, &mut ctx.hoisted).statement(s);
+            Rewrite::new(env, version, &mut ctx.hoisted).statement(e);
         }
-        let mut emitted: Vec<Stmt> =
-            run.iter().zip(&envs).map(|(s, e)| with_fallback(s.clone(), e, ctx)).collect();
-        flush((&mut run, &mut emitted), env, live_after, out, ctx);
+        (stmts, emitted)
     };
     // The split version: each hoistable call a host statement before its statement.
     let (mut list, mut labels) = (Vec::new(), Vec::new());
@@ -202,18 +222,20 @@ fn run(
         list.push(s);
     }
     if labels.is_empty() {
-        return emit(&stmts, Version::Notify, out, ctx);
+        let (stmts, emitted) = rewrite((stmts, emitted), Version::Notify, ctx);
+        return fragment_of((stmts, emitted), env, live_after, out, ctx);
     }
     ctx.hoisted = next;
     ctx.labels.extend(labels);
+    let exported = host_calls::exported(&stmts, live_after);
+    let span = stmts[0].span().resolved_at(proc_macro2::Span::call_site());
     let base = ctx.next;
     let mut plain = Vec::new();
-    emit(&stmts, Version::Plain, &mut plain, ctx);
+    let written = rewrite((stmts, emitted), Version::Plain, ctx);
+    fragment_of(written, env, live_after, &mut plain, ctx);
     let outer_part = ctx.part.replace((base, 1));
     let split = emit_segments(partition_in(list, env, live_after), ctx);
     ctx.part = outer_part;
-    let exported = host_calls::exported(&stmts, live_after);
-    let span = stmts[0].span().resolved_at(proc_macro2::Span::call_site());
     let flag = quote::quote_spanned! {span=>
         static __JANUS_SPLIT: ::janus::__private::Split = ::janus::__private::Split::new();
     };
@@ -251,7 +273,10 @@ fn flush_in_two(
         declare(&mut after, s, Kind::Static);
     }
     flush((&mut first, &mut first_emitted), env, &live, out, ctx);
-    out.extend(between);
+    if let Some(mut s) = between {
+        host_calls::notify(&mut s, &after);
+        out.push(s);
+    }
     flush((&mut rest, &mut rest_emitted), &after, live_after, out, ctx);
 }
 
@@ -367,8 +392,7 @@ fn control_expr(e: &mut Expr, env: &Env, ctx: &mut Ctx) {
     }
 }
 
-/// Emits the pending run: as a fragment when it does work, as plain statements otherwise.
-// Long by design: the analysis of one run (inputs, outputs, in-outs) feeds one emission.
+/// Emits the pending run, split where a borrow must not cross a block's boundary.
 fn flush(
     (run, emit): (&mut Vec<Stmt>, &mut Vec<Stmt>),
     env: &Env,
@@ -406,6 +430,18 @@ fn flush(
         let rest = (stmts.split_off(at), emitted.split_off(at));
         return flush_in_two((stmts, emitted), None, rest, env, live_after, out, ctx);
     }
+    versions((stmts, emitted), env, live_after, out, ctx);
+}
+
+/// Emits a run as one fragment when it does work, as plain statements otherwise.
+// Long by design: the analysis of one run (inputs, outputs, in-outs) feeds one emission.
+fn fragment_of(
+    (stmts, emitted): (Vec<Stmt>, Vec<Stmt>),
+    env: &Env,
+    live_after: &HashSet<String>,
+    out: &mut Vec<Stmt>,
+    ctx: &mut Ctx,
+) {
     let own = run_info(&stmts, env);
     let copies: Vec<Stmt> = own.closures.iter().filter_map(|c| env.closures.get(c).cloned()).collect();
     // With closures copied in, analyse the run as it will be emitted; otherwise that is `own`.

@@ -6,8 +6,10 @@
 //! (`self.scale()`). The macro cannot see what a helper reads, nor its type, so:
 //!
 //! - **Wrapped.** Every helper call in a block becomes `__private::host_value(flag, "text",
-//!   call)`: the same value, evaluated in place, which at run time tells an active recording
-//!   when it is a host scalar (the recording is then unusable) and sets the block's split flag.
+//!   effect, call)`: the same value, evaluated in place, which at run time tells an active
+//!   recording when it is a host scalar, or `()` from a free function given nothing by `&mut`
+//!   (`effect`: a call made for a host effect), and sets the block's split flag; the recording
+//!   is then unusable.
 //! - **Hoisted.** A block with a *hoistable* helper call (evaluated where its statement starts:
 //!   outside closures and staged loop bodies, with plain arguments, and with no other call
 //!   evaluated before it in its statement) also has a *split version*, chosen once the flag is
@@ -121,8 +123,6 @@ pub(crate) struct Rewrite<'e> {
     bound: Vec<HashSet<String>>,
     /// Hoisted host statements, in order (`Split`).
     pub(crate) hoisted: Vec<Stmt>,
-    /// How many hoistable calls were met.
-    pub(crate) hoistable: usize,
     /// The function's counter for hoisted locals.
     next: &'e mut u32,
     /// `(local, call text)` of each hoisted local, for the probes' labels.
@@ -138,7 +138,6 @@ impl<'e> Rewrite<'e> {
             prefix: true,
             bound: Vec::new(),
             hoisted: Vec::new(),
-            hoistable: 0,
             next,
             labels: Vec::new(),
         }
@@ -184,27 +183,28 @@ impl<'e> Rewrite<'e> {
         let span = e.span().resolved_at(proc_macro2::Span::call_site());
         let text = e.to_token_stream().to_string().replace(' ', "");
         let call = e.clone();
+        // A free function that takes nothing by `&mut` and returns `()` was called for a host
+        // effect (`log(..)`); one that takes `&mut` updates what it is given (staged).
+        let effect = matches!(e, Expr::Call(c) if !c.args.iter().any(|a| matches!(a, Expr::Reference(r) if r.mutability.is_some())));
         match (self.version, hoist) {
             (Version::Split, true) => {
-                self.hoistable += 1;
                 *self.next += 1;
                 let local = quote::format_ident!("__janus_c{}", *self.next);
                 self.labels.push((local.to_string(), text.clone()));
                 self.hoisted.push(syn::parse_quote_spanned! {span=>
-                    let #local = ::janus::__private::host_call(&__JANUS_SPLIT, #text, #call);
+                    let #local = ::janus::__private::host_call(&__JANUS_SPLIT, #text, #effect, #call);
                 });
                 *e = syn::parse_quote_spanned!(span=> #local);
             }
             (Version::Plain, true) => {
-                self.hoistable += 1;
                 *e = syn::parse2(quote_spanned! {span=>
-                    ::janus::__private::host_value(::core::option::Option::Some(&__JANUS_SPLIT), #text, #call)
+                    ::janus::__private::host_value(::core::option::Option::Some(&__JANUS_SPLIT), #text, #effect, #call)
                 })
                 .expect("a wrapped call parses");
             }
             _ => {
                 *e = syn::parse2(quote_spanned! {span=>
-                    ::janus::__private::host_value(::core::option::Option::None, #text, #call)
+                    ::janus::__private::host_value(::core::option::Option::None, #text, #effect, #call)
                 })
                 .expect("a wrapped call parses");
             }

@@ -7,6 +7,9 @@
 //! sees in a block (free and associated functions, methods of `self`) in [`host_value`], which
 //! returns the value unchanged and, when the value is a host scalar:
 //!
+//! (or `()` from a call that passes nothing by `&mut`: one made for a host effect, such as
+//! logging)
+//!
 //! - tells an active recording that it read a value its key cannot see, which makes the
 //!   recording unusable (`Unusable::HostValue`): no graph ever bakes such a value in;
 //! - sets the block's [`Split`] flag. From the next call on, the block runs its *split*
@@ -47,15 +50,18 @@ impl Split {
 }
 
 /// A helper call's value, handed back unchanged; see the module docs. `call` is its source
-/// text (for `explain()`), the caller's location its line.
+/// text (for `explain()`), the caller's location its line. `effect`: the call passes nothing
+/// by `&mut` (a free function), so a `()` result means it was called for a host effect
+/// (logging, a counter), which a replay would skip: it is treated like a host scalar.
 #[track_caller]
 #[inline]
-pub fn host_value<T>(split: Option<&Split>, call: &'static str, value: T) -> T {
-    if is_host_scalar::<T>() {
+pub fn host_value<T>(split: Option<&Split>, call: &'static str, effect: bool, value: T) -> T {
+    let unit = effect && super::instance::erased_type_id::<T>() == std::any::TypeId::of::<()>();
+    if unit || is_host_scalar::<T>() {
         if let Some(s) = split {
             s.set();
         }
-        crate::recorder::host_value(call, Location::caller());
+        crate::recorder::host_value(call, unit, Location::caller());
     }
     value
 }
@@ -64,8 +70,8 @@ pub fn host_value<T>(split: Option<&Split>, call: &'static str, value: T) -> T {
 /// this a statement of its own, never part of a block).
 #[track_caller]
 #[inline]
-pub fn host_call<T>(split: &Split, call: &'static str, value: T) -> T {
-    host_value(Some(split), call, value)
+pub fn host_call<T>(split: &Split, call: &'static str, effect: bool, value: T) -> T {
+    host_value(Some(split), call, effect, value)
 }
 
 /// Whether values of `T` are host scalars (numbers, `bool`, `char`, and pairs and options of
@@ -111,15 +117,19 @@ mod tests {
     #[test]
     fn scalars_set_the_flag_and_other_values_do_not() {
         let split = Split::new();
-        assert_eq!(host_value(Some(&split), "t()", crate::Tensor::scalar(1.0)).item(), 1.0);
-        assert_eq!(host_value(Some(&split), "v()", vec![1.0f64]), vec![1.0]);
+        assert_eq!(host_value(Some(&split), "t()", true, crate::Tensor::scalar(1.0)).item(), 1.0);
+        assert_eq!(host_value(Some(&split), "v()", true, vec![1.0f64]), vec![1.0]);
+        host_value(Some(&split), "update(&mut w)", false, ());
         assert!(!split.get());
-        assert_eq!(host_value(None, "t()", 2.5f64), 2.5);
+        assert_eq!(host_value(None, "t()", true, 2.5f64), 2.5);
         assert!(!split.get());
-        assert_eq!(host_value(Some(&split), "t()", 3usize), 3);
+        assert_eq!(host_value(Some(&split), "t()", true, 3usize), 3);
         assert!(split.get());
         let split = Split::new();
-        assert_eq!(host_call(&split, "p()", (1.0f32, 2.0f32)), (1.0, 2.0));
+        assert_eq!(host_call(&split, "p()", true, (1.0f32, 2.0f32)), (1.0, 2.0));
+        assert!(split.get());
+        let split = Split::new();
+        host_call(&split, "log(3)", true, ());
         assert!(split.get());
     }
 }

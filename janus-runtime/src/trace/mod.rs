@@ -87,6 +87,8 @@ pub enum Unusable {
     HostValue {
         /// The call's source text.
         call: &'static str,
+        /// Made for a host effect (it returned `()`), rather than for a value.
+        effect: bool,
         /// Where it is.
         at: &'static Location<'static>,
     },
@@ -135,9 +137,15 @@ impl fmt::Display for Unusable {
                     "a host statement (line {line}) runs on every call: a whole-function graph would skip it"
                 )
             }
-            Unusable::HostValue { call, at } => write!(
+            Unusable::HostValue { call, effect: false, at } => write!(
                 f,
                 "`{call}` at {}:{} returned a host value no key can see (it runs on every call; pass it as an argument to key the graph on it)",
+                at.file(),
+                at.line()
+            ),
+            Unusable::HostValue { call, effect: true, at } => write!(
+                f,
+                "`{call}` at {}:{} has a host effect (it runs on every call, which a graph would skip)",
                 at.file(),
                 at.line()
             ),
@@ -487,8 +495,8 @@ impl crate::recorder::Recorder for Tracer {
             r.shape_read.get_or_insert(at);
         });
     }
-    fn host_value(&self, call: &'static str, at: &'static Location<'static>) {
-        with_top(|r| r.mark(Unusable::HostValue { call, at }));
+    fn host_value(&self, call: &'static str, effect: bool, at: &'static Location<'static>) {
+        with_top(|r| r.mark(Unusable::HostValue { call, effect, at }));
     }
     fn reseeded(&self, what: &'static str) {
         with_top(|r| r.mark(Unusable::Reseeded { what }));
