@@ -192,5 +192,6 @@ fn train_step(
     }
     #[allow(unused_variables, non_snake_case)]
     let mut __janus_ret = __janus_v_janus_ret;
-    __janus_ret.item()
+    let __janus_reads = (__janus_ret,);
+    __janus_reads.0.item()
 }

@@ -6,8 +6,9 @@
 //! - **asserts**: `A.item() <op> B` in such a condition becomes `__private::item_cmp`, a
 //!   predicate tensor that a speculative recording turns into an assert (`to_bool()` does the
 //!   same on its own);
-//! - the **tail read**: a body ending in `loss.item()` (and with no `return`) hands the tensor
-//!   out of the function graph and reads it after (DESIGN §13 rule 16);
+//! - the **tail reads**: a body ending in `loss.item()`, `(recon.item(), kl.item())` or
+//!   `acc.item() as usize` (reads combined by tuples, casts and operators, and with no
+//!   `return`) hands the tensors out of the function graph and reads them after it;
 //! - the **wrapper**: the transformed body runs inside one more fragment (`function#fn`), whose
 //!   inputs are the parameters and whose outputs are the return value and the `&mut`
 //!   parameters.
@@ -142,36 +143,87 @@ fn contains_return(ts: proc_macro2::TokenStream) -> bool {
     })
 }
 
-/// A body ending in `X.item()` / `X.item_f64()` (and with no `return`): the tail becomes `X`;
-/// returns the read to apply after the function graph.
-pub(crate) fn take_tail_read(b: &mut Block) -> Option<Ident> {
+/// The host reads a body's tail makes, taken off it (see [`take_tail_read`]): the tensor
+/// expressions read, and the tail rebuilt over `__janus_reads`, to evaluate after the graph.
+pub(crate) struct TailRead {
+    /// One per read, in order.
+    tensors: Vec<Expr>,
+    /// The tail with read `k` turned into `__janus_reads.k.item()` (or `item_f64`).
+    after: Expr,
+}
+
+/// A handle of the tensor a read reads, whatever holds it (`x` of a `&Tensor` parameter, a
+/// field behind a reference, a slice element, `(a + b)`).
+fn handle(receiver: &Expr) -> Expr {
+    let tight = matches!(
+        receiver,
+        Expr::Path(_) | Expr::Field(_) | Expr::Index(_) | Expr::Call(_) | Expr::MethodCall(_) | Expr::Paren(_)
+    );
+    if tight {
+        syn::parse_quote_spanned!(receiver.span()=> ::janus::__private::tail_tensor(&#receiver))
+    } else {
+        syn::parse_quote_spanned!(receiver.span()=> ::janus::__private::tail_tensor(&(#receiver)))
+    }
+}
+
+/// Takes the reads off a tail made of them: `loss.item()`, `(recon.item(), kl.item())`,
+/// `a.item() as usize`, `[x.item_f64(), y.item_f64() * 0.5]`: reads combined by tuples,
+/// arrays, casts, operators and literals. Anything else in the tail (a local, a call) keeps the
+/// reads where they are.
+fn split_reads(e: &Expr, tensors: &mut Vec<Expr>) -> Option<Expr> {
+    let mut again = |x: &Expr| split_reads(x, tensors);
+    Some(match e {
+        Expr::MethodCall(m) if m.args.is_empty() && (m.method == "item" || m.method == "item_f64") => {
+            let k = syn::Index::from(tensors.len());
+            tensors.push(handle(&m.receiver));
+            let method = &m.method;
+            syn::parse_quote_spanned!(m.span()=> __janus_reads.#k.#method())
+        }
+        Expr::Tuple(t) => {
+            let elems = t.elems.iter().map(&mut again).collect::<Option<Vec<_>>>()?;
+            syn::parse_quote!((#(#elems,)*))
+        }
+        Expr::Array(a) => {
+            let elems = a.elems.iter().map(&mut again).collect::<Option<Vec<_>>>()?;
+            syn::parse_quote!([#(#elems),*])
+        }
+        Expr::Paren(p) => {
+            let inner = again(&p.expr)?;
+            syn::parse_quote!((#inner))
+        }
+        Expr::Cast(c) => {
+            let (inner, ty) = (again(&c.expr)?, &c.ty);
+            syn::parse_quote!(#inner as #ty)
+        }
+        Expr::Binary(b) => {
+            let (l, r, op) = (again(&b.left)?, again(&b.right)?, &b.op);
+            syn::parse_quote!(#l #op #r)
+        }
+        Expr::Unary(u) => {
+            let (inner, op) = (again(&u.expr)?, &u.op);
+            syn::parse_quote!(#op #inner)
+        }
+        Expr::Lit(_) => e.clone(),
+        _ => return None,
+    })
+}
+
+/// A body ending in host reads (see [`split_reads`]), and with no `return`: the tail becomes
+/// the read tensors (one, or a tuple of them), handed out of the function graph, and the
+/// reads are made after it.
+pub(crate) fn take_tail_read(b: &mut Block) -> Option<TailRead> {
     if contains_return(b.to_token_stream()) {
         return None;
     }
     let Some(Stmt::Expr(e, None)) = b.stmts.last_mut() else { return None };
-    let Expr::MethodCall(m) = e else { return None };
-    if !m.args.is_empty() || !(m.method == "item" || m.method == "item_f64") {
-        return None;
+    let mut tensors = Vec::new();
+    let after = split_reads(e, &mut tensors)?;
+    match tensors.len() {
+        0 => return None,
+        1 => *e = tensors[0].clone(),
+        _ => *e = syn::parse_quote!((#(#tensors,)*)),
     }
-    let method = m.method.clone();
-    // A handle of the tensor read, whatever holds it (`x` of a `&Tensor` parameter, a field
-    // behind a reference, a slice element, `(a + b)`).
-    let receiver = (*m.receiver).clone();
-    let tight = matches!(
-        receiver,
-        Expr::Path(_)
-            | Expr::Field(_)
-            | Expr::Index(_)
-            | Expr::Call(_)
-            | Expr::MethodCall(_)
-            | Expr::Paren(_)
-    );
-    *e = if tight {
-        syn::parse_quote_spanned!(receiver.span()=> ::janus::__private::tail_tensor(&#receiver))
-    } else {
-        syn::parse_quote_spanned!(receiver.span()=> ::janus::__private::tail_tensor(&(#receiver)))
-    };
-    Some(method)
+    Some(TailRead { tensors, after })
 }
 
 /// Whether a type names an `impl Trait` (a closure cannot be annotated with it).
@@ -210,9 +262,13 @@ pub(crate) fn can_wrap(f: &ItemFn) -> bool {
 
 /// Wraps the (already transformed) body in the whole-function fragment. `tail_read` is the
 /// host read taken off the tail; `mut_self` whether the receiver was `&mut self`.
-pub(crate) fn wrap(f: &mut ItemFn, tail_read: Option<Ident>, mut_self: bool, ctx: &mut Ctx) -> bool {
+pub(crate) fn wrap(f: &mut ItemFn, tail_read: Option<TailRead>, mut_self: bool, ctx: &mut Ctx) -> bool {
     let ret: Type = match (&f.sig.output, &tail_read) {
-        (_, Some(_)) => syn::parse_quote!(::janus::Tensor),
+        (_, Some(r)) if r.tensors.len() == 1 => syn::parse_quote!(::janus::Tensor),
+        (_, Some(r)) => {
+            let each = r.tensors.iter().map(|_| quote!(::janus::Tensor));
+            syn::parse_quote!((#(#each,)*))
+        }
         (ReturnType::Default, None) => syn::parse_quote!(()),
         (ReturnType::Type(_, t), None) if has_impl_trait(t) => return false,
         (ReturnType::Type(_, t), None) => (**t).clone(),
@@ -235,11 +291,19 @@ pub(crate) fn wrap(f: &mut ItemFn, tail_read: Option<Ident>, mut_self: bool, ctx
         whole_function: true,
     };
     let mut stmts = emit::fragment(frag, ctx);
-    let tail: Expr = match tail_read {
-        Some(m) => syn::parse_quote!(__janus_ret.#m()),
-        None => syn::parse_quote!(__janus_ret),
-    };
-    stmts.push(Stmt::Expr(tail, None));
+    match tail_read {
+        Some(r) => {
+            let after = r.after;
+            let reads: Stmt = if r.tensors.len() == 1 {
+                syn::parse_quote!(let __janus_reads = (__janus_ret,);)
+            } else {
+                syn::parse_quote!(let __janus_reads = __janus_ret;)
+            };
+            stmts.push(reads);
+            stmts.push(Stmt::Expr(after, None));
+        }
+        None => stmts.push(Stmt::Expr(syn::parse_quote!(__janus_ret), None)),
+    }
     f.block.stmts = stmts;
     true
 }
