@@ -60,7 +60,11 @@ fn a_tail_of_two_reads_speculates_as_one_graph() {
 fn metrics(x: &Tensor) -> (usize, [f64; 2], f32) {
     let y = (x * 2.0).tanh();
     let m = y.mean_all();
-    ((y.gt_scalar(0.0).to_dtype(DType::F32).sum_all().item() as usize), [m.item_f64(), y.max_all().item_f64() * 0.5], -m.item())
+    (
+        (y.gt_scalar(0.0).to_dtype(DType::F32).sum_all().item() as usize),
+        [m.item_f64(), y.max_all().item_f64() * 0.5],
+        -m.item(),
+    )
 }
 
 #[test]
@@ -73,4 +77,47 @@ fn reads_with_casts_arrays_and_operators_speculate() {
     }
     let f = janus::stats().function("metrics").find(|f| f.name == "metrics#fn").cloned().unwrap();
     assert!(f.hits >= 5, "{}", janus::explain());
+}
+
+/// A block whose key changes on every call (one graph per shape, never replayed): recording
+/// costs more than running the statements.
+#[janus(min_ops = 1, speculate = false, dynamic_dims = false, max_variants = 100000)]
+fn churned(x: &Tensor) -> Tensor {
+    let y = ((x * 2.0).tanh() + 1.0).sigmoid() * 0.5;
+    y
+}
+
+fn churned_stats() -> janus::rt::FragmentStats {
+    janus::stats().function("churned").next().cloned().unwrap()
+}
+
+#[test]
+fn a_block_slower_compiled_runs_eagerly_and_returns_when_cheaper() {
+    janus::set_self_check(false);
+    // Every shape twice in a row: recorded, recorded and compiled, never replayed.
+    for n in 0..1500 {
+        let x = Tensor::ones([1 + n / 2, 64]);
+        let want = janus::with_mode(Mode::Eager, || churned(&x));
+        assert_eq!(churned(&x).to_vec::<f32>(), want.to_vec::<f32>(), "call {n}");
+    }
+    let f = churned_stats();
+    let bypassed = f.eager_runs.get(&janus::EagerKind::Cost).copied().unwrap_or(0);
+    assert!(bypassed > 0, "the compiled path was slower, but nothing ran eagerly: {}", janus::explain());
+    let note = f.cost.clone().unwrap_or_default();
+    assert!(note.contains("against") && note.contains("slower"), "explain() says why: {note}");
+    // One shape from now on: it compiles once the bypass ends, and its replays are cheaper.
+    let x = Tensor::ones([32, 64]);
+    let want = janus::with_mode(Mode::Eager, || churned(&x));
+    let hits_before = churned_stats().hits;
+    let mut calls = 0;
+    loop {
+        assert_eq!(churned(&x).to_vec::<f32>(), want.to_vec::<f32>());
+        calls += 1;
+        let f = churned_stats();
+        let cheaper = f.cost.as_ref().is_some_and(|n| !n.contains("slower"));
+        if cheaper && f.hits >= hits_before + 2000 {
+            break;
+        }
+        assert!(calls < 200_000, "never returned to the compiled path: {}", janus::explain());
+    }
 }

@@ -96,8 +96,8 @@ impl CartPole {
             theta_dot + Self::TAU * theta_acc,
         ];
         self.steps += 1;
-        let terminated = self.state[0].abs() > Self::X_THRESHOLD
-            || self.state[2].abs() > Self::THETA_THRESHOLD;
+        let terminated =
+            self.state[0].abs() > Self::X_THRESHOLD || self.state[2].abs() > Self::THETA_THRESHOLD;
         let truncated = self.steps >= Self::MAX_EPISODE_STEPS;
         (self.observation(), 1.0, terminated, truncated)
     }
@@ -218,15 +218,9 @@ fn optimize_model(
     loss.item()
 }
 
-fn select_action(
-    policy_net: &Dqn,
-    state: &[f32; 4],
-    steps_done: &mut usize,
-    rng: &mut SplitMix64,
-) -> usize {
+fn select_action(policy_net: &Dqn, state: &[f32; 4], steps_done: &mut usize, rng: &mut SplitMix64) -> usize {
     let sample = rng.random();
-    let eps_threshold =
-        EPS_END + (EPS_START - EPS_END) * (-1.0 * *steps_done as f64 / EPS_DECAY).exp();
+    let eps_threshold = EPS_END + (EPS_START - EPS_END) * (-1.0 * *steps_done as f64 / EPS_DECAY).exp();
     *steps_done += 1;
     if sample > eps_threshold {
         no_grad(|| greedy_action(policy_net, &Tensor::from_vec(state.to_vec(), [1, 4])))
@@ -236,11 +230,10 @@ fn select_action(
 }
 
 fn checkpoint_path(what: &str, seed: u64) -> std::path::PathBuf {
-    let thread = format!("{:?}", std::thread::current().id()).replace(|c: char| !c.is_ascii_alphanumeric(), "");
-    std::env::temp_dir().join(format!(
-        "janus_corpus_dqn_{what}_{}_{thread}_{seed}.safetensors",
-        std::process::id()
-    ))
+    let thread =
+        format!("{:?}", std::thread::current().id()).replace(|c: char| !c.is_ascii_alphanumeric(), "");
+    std::env::temp_dir()
+        .join(format!("janus_corpus_dqn_{what}_{}_{thread}_{seed}.safetensors", std::process::id()))
 }
 
 /// Trains for `steps` optimisation steps (each after one environment step, once the replay

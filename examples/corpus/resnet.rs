@@ -58,13 +58,13 @@ impl SplitMix64 {
 fn inside(class: usize, x: f64, y: f64, phase: f64) -> bool {
     let r = (x * x + y * y).sqrt();
     match class {
-        0 => x.abs() < 1.0 && y.abs() < 1.0,                         // square
-        1 => r < 1.0,                                                // disc
-        2 => (0.55..1.0).contains(&r),                               // ring
-        3 => ((y * 2.0 + phase).rem_euclid(2.0)) < 1.0,              // horizontal stripes
-        4 => ((x * 2.0 + phase).rem_euclid(2.0)) < 1.0,              // vertical stripes
-        5 => (((x + y) * 1.5 + phase).rem_euclid(2.0)) < 1.0,        // diagonal stripes
-        6 => (x.abs() < 0.3 || y.abs() < 0.3) && r < 1.2,            // plus
+        0 => x.abs() < 1.0 && y.abs() < 1.0,                          // square
+        1 => r < 1.0,                                                 // disc
+        2 => (0.55..1.0).contains(&r),                                // ring
+        3 => ((y * 2.0 + phase).rem_euclid(2.0)) < 1.0,               // horizontal stripes
+        4 => ((x * 2.0 + phase).rem_euclid(2.0)) < 1.0,               // vertical stripes
+        5 => (((x + y) * 1.5 + phase).rem_euclid(2.0)) < 1.0,         // diagonal stripes
+        6 => (x.abs() < 0.3 || y.abs() < 0.3) && r < 1.2,             // plus
         7 => ((x - y).abs() < 0.4 || (x + y).abs() < 0.4) && r < 1.2, // cross
         8 => y > -0.8 && y < 1.0 && x.abs() < (1.0 - y) * 0.6,        // triangle
         _ => ((x * 1.5 + phase).floor() + (y * 1.5).floor()).rem_euclid(2.0) < 1.0, // checkerboard
@@ -218,11 +218,10 @@ fn validate(model: &mut ResNet, x_test: &Tensor, y_test: &Tensor) -> f64 {
 }
 
 fn checkpoint_path(what: &str, seed: u64) -> std::path::PathBuf {
-    let thread = format!("{:?}", std::thread::current().id()).replace(|c: char| !c.is_ascii_alphanumeric(), "");
-    std::env::temp_dir().join(format!(
-        "janus_corpus_resnet_{what}_{}_{thread}_{seed}.safetensors",
-        std::process::id()
-    ))
+    let thread =
+        format!("{:?}", std::thread::current().id()).replace(|c: char| !c.is_ascii_alphanumeric(), "");
+    std::env::temp_dir()
+        .join(format!("janus_corpus_resnet_{what}_{}_{thread}_{seed}.safetensors", std::process::id()))
 }
 
 /// Trains for `steps` optimisation steps (mini-batches of 32) from `seed` in the current janus
@@ -251,7 +250,9 @@ pub fn train(steps: usize, seed: u64) -> Vec<f64> {
             if step % EVAL_EVERY == 0 || step == steps {
                 let accuracy = validate(&mut model, &x_test, &y_test);
                 if verbose {
-                    eprintln!("resnet: epoch {epoch} step {step} loss {loss:.4} test accuracy {accuracy:.1}%");
+                    eprintln!(
+                        "resnet: epoch {epoch} step {step} loss {loss:.4} test accuracy {accuracy:.1}%"
+                    );
                 }
             }
 

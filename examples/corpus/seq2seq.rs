@@ -7,8 +7,8 @@
 //! `train()` does) and greedy argmax feedback otherwise, cross-entropy averaged over the decoder
 //! steps, gradient clipping, Adam with a cosine schedule, and a checkpoint of model and
 //! optimiser saved and reloaded mid-run. Sequence length and batch size change on every step.
-use janus::prelude::*;
 use janus::optim::lr_scheduler::{CosineAnnealingLr, LrScheduler};
+use janus::prelude::*;
 
 const SOS: i64 = 0;
 const EOS: i64 = 1;
@@ -92,7 +92,12 @@ impl AttnDecoderRnn {
 
     /// One decoder step (Luong, "dot" score): `input` `[B]` i64, `hidden` `[B, H]`,
     /// `encoder_outputs` `[B, T, H]` -> (logits `[B, V]`, hidden `[B, H]`, attention `[B, T]`).
-    pub fn forward(&self, input: &Tensor, hidden: &Tensor, encoder_outputs: &Tensor) -> (Tensor, Tensor, Tensor) {
+    pub fn forward(
+        &self,
+        input: &Tensor,
+        hidden: &Tensor,
+        encoder_outputs: &Tensor,
+    ) -> (Tensor, Tensor, Tensor) {
         let embedded = self.embedding.forward(input);
         let hidden = self.gru.forward(&embedded, hidden);
         // score(h_t, h_s) = h_t . h_s

@@ -77,8 +77,8 @@ pub use module::Module;
 pub use profile::{report as profile_report, reset as profile_reset};
 pub use random::{manual_seed, set_stream_position, stream_position};
 pub use rt::{
-    EagerKind, FragmentStats, KeyStats, OpCounts, SAMPLE_PERIOD, Stats, explain, mode, reset_caches,
-    reset_stats, self_check, set_mode, set_self_check, stats, with_mode,
+    EagerKind, FragmentStats, KeyStats, OpCounts, SAMPLE_PERIOD, Stats, cost_guard, explain, mode,
+    reset_caches, reset_stats, self_check, set_cost_guard, set_mode, set_self_check, stats, with_mode,
 };
 pub use shape::{Dim, ReshapeSpec, Shape, broadcast_shapes};
 pub use tensor::Tensor;

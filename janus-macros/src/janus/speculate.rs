@@ -157,7 +157,12 @@ pub(crate) struct TailRead {
 fn handle(receiver: &Expr) -> Expr {
     let tight = matches!(
         receiver,
-        Expr::Path(_) | Expr::Field(_) | Expr::Index(_) | Expr::Call(_) | Expr::MethodCall(_) | Expr::Paren(_)
+        Expr::Path(_)
+            | Expr::Field(_)
+            | Expr::Index(_)
+            | Expr::Call(_)
+            | Expr::MethodCall(_)
+            | Expr::Paren(_)
     );
     if tight {
         syn::parse_quote_spanned!(receiver.span()=> ::janus::__private::tail_tensor(&#receiver))
@@ -177,7 +182,8 @@ fn split_reads(e: &Expr, tensors: &mut Vec<Expr>) -> Option<Expr> {
             let k = syn::Index::from(tensors.len());
             tensors.push(handle(&m.receiver));
             let method = &m.method;
-            syn::parse_quote_spanned!(m.span()=> __janus_reads.#k.#method())
+            let span = m.span().resolved_at(proc_macro2::Span::call_site());
+            syn::parse_quote_spanned!(span=> __janus_reads.#k.#method())
         }
         Expr::Tuple(t) => {
             let elems = t.elems.iter().map(&mut again).collect::<Option<Vec<_>>>()?;

@@ -40,11 +40,14 @@ pub enum EagerKind {
     /// A loop whose trip count changed between calls (or that is too long to unroll) runs on
     /// the host, its body dispatching to its own staged block per trip.
     Rolled,
+    /// The compiled path cost more per call than the statements, so they ran instead for a
+    /// while (or ran once to measure their cost; see `explain()`'s cost line).
+    Cost,
 }
 
 impl EagerKind {
     /// Every kind, in counter order.
-    pub const ALL: [EagerKind; 11] = [
+    pub const ALL: [EagerKind; 12] = [
         EagerKind::Recorded,
         EagerKind::Checked,
         EagerKind::Unstageable,
@@ -56,6 +59,7 @@ impl EagerKind {
         EagerKind::TooSmall,
         EagerKind::Opaque,
         EagerKind::Rolled,
+        EagerKind::Cost,
     ];
 
     /// A short label.
@@ -72,6 +76,7 @@ impl EagerKind {
             EagerKind::TooSmall => "below min_ops",
             EagerKind::Opaque => "opaque input or output",
             EagerKind::Rolled => "loop rolled on the host",
+            EagerKind::Cost => "cheaper eagerly",
         }
     }
 

@@ -16,6 +16,7 @@ mod stats;
 pub use crate::config::{Mode, mode, set_mode, with_mode};
 pub use check::{SAMPLE_PERIOD, self_check, set_self_check};
 pub use coverage::EagerKind;
+pub use fragment::{cost_guard, set_cost_guard};
 pub use probe::{Input, Prober};
 pub use stats::{FragmentStats, KeyStats, OpCounts, Stats, explain, reset_caches, reset_stats, stats};
 

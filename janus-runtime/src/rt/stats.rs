@@ -130,6 +130,9 @@ pub struct FragmentStats {
     pub instance_ms: f64,
     /// Which input dims the block's graphs are generalised over, or why they are not.
     pub dynamic_dims: Option<String>,
+    /// The cost guard's last verdict: what the compiled path and the statements cost per
+    /// call, and whether the statements run instead for a while (see `janus::set_cost_guard`).
+    pub cost: Option<String>,
     /// Replays also checked against eager execution (check mode, `JANUS_CHECK_EVERY`, and the
     /// sampled self-check).
     pub checks: u64,
@@ -248,6 +251,7 @@ impl FragmentStats {
             packed_bytes: self.packed_bytes,
             eager_ops: delta(&self.eager_ops, &earlier.eager_ops),
             dynamic_dims: self.dynamic_dims.clone(),
+            cost: self.cost.clone(),
             keys: self.keys.clone(),
         }
     }
@@ -471,6 +475,9 @@ pub fn explain() -> String {
         );
         if let Some(d) = &f.dynamic_dims {
             let _ = writeln!(out, "    sizes: {d}; {} instance(s) in {:.2} ms", f.instances, f.instance_ms);
+        }
+        if let Some(c) = &f.cost {
+            let _ = writeln!(out, "    {c}");
         }
         for (k, key) in f.keys.iter().enumerate() {
             let status = match &key.not_speculated {

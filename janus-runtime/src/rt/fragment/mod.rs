@@ -34,6 +34,7 @@ use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::Instant;
 
 mod checked;
+mod cost;
 mod hits;
 mod record;
 mod rolling;
@@ -44,6 +45,7 @@ use rolling::{ROLL_NODES, RollingGuard, SEEN_ONCE};
 mod upgrade;
 
 use checked::{CheckRun, Checking};
+pub use cost::{cost_guard, set_cost_guard};
 
 /// A recording larger than this (a staged loop with a huge trip count) is not compiled.
 const MAX_RECORDED_NODES: usize = 200_000;
@@ -122,6 +124,8 @@ struct State {
     roll_failed: OnceLock<String>,
     /// Fingerprints of stacked keys seen once, newest last (see [`Fragment::first_sighting`]).
     sighted: Mutex<VecDeque<u64>>,
+    /// What the compiled path and the statements cost per call (see `cost`).
+    cost: cost::Cost,
 }
 
 /// A block's variants, by key fingerprint.
@@ -278,6 +282,15 @@ pub struct Scope {
     kind: ScopeKind,
     /// Claims the eager ops the statements run (for coverage), also when they panic.
     _ops: OpScope,
+    /// For a janus-mode call: when the call and the statements started, and why they run
+    /// (see `cost`).
+    timing: Option<(Instant, Instant, EagerKind)>,
+}
+
+thread_local! {
+    /// The start of the janus-mode call being dispatched on this thread off the memo of hits
+    /// (see `cost`): taken by the call's scope, or cleared by its replay.
+    static CALL_START: std::cell::Cell<Option<Instant>> = const { std::cell::Cell::new(None) };
 }
 
 enum ScopeKind {
@@ -319,6 +332,7 @@ impl Fragment {
                 deferred: AtomicU64::new(0),
                 roll_failed: OnceLock::new(),
                 sighted: Mutex::new(VecDeque::new()),
+                cost: cost::Cost::default(),
             }
         })
     }
@@ -379,6 +393,13 @@ impl Fragment {
         {
             return plain(why, EagerKind::Opaque);
         }
+        if mode == Mode::Janus
+            && let Some(bypass) = st.cost.plain_now()
+        {
+            let why = if bypass { cost::BYPASS } else { cost::PROBE };
+            CALL_START.set(Some(Instant::now()));
+            return plain(why, EagerKind::Cost);
+        }
         let mut inputs = probes();
         if let Some(p) = inputs.iter().find(|p| p.opaque.is_some()) {
             let why = format!("opaque input `{}`: {}", p.name, p.opaque.unwrap());
@@ -434,6 +455,10 @@ impl Fragment {
             Some(Err(firsts)) => firsts,
             None => key::first_occurrences(&key::gather_leaves(inputs)),
         };
+        if mode == Mode::Janus {
+            // Off the memo: this call is timed whatever it turns out to be (a replay clears it).
+            CALL_START.set(Some(Instant::now()));
+        }
         let refs = key::gather_leaves(inputs);
         let leaves: key::LeafList = refs.iter().map(|&t| t.clone()).collect();
         let key = key::build(inputs, (&refs, &firsts), instance, mode);
@@ -481,6 +506,9 @@ impl Fragment {
             },
         };
         if let Some(replayed) = self.replay(st, &variant, inputs, &firsts, mode, rows) {
+            if let Enter::Replay(_) = replayed {
+                CALL_START.set(None);
+            }
             return replayed;
         }
         if let Some(why) = variant.unstageable.get() {
@@ -545,6 +573,8 @@ impl Fragment {
         }
         let mut distinct = key::take_distinct(inputs, firsts);
         let sink: &'static Counters = &st.counters;
+        // One replay in `cost::SAMPLE` is timed, for the cost guard.
+        let sampled = (n.is_multiple_of(cost::SAMPLE) && mode == Mode::Janus).then(Instant::now);
         let pos = (!staged.asserts.is_empty()).then(crate::random::stream_position);
         let replayed =
             crate::panics::catch_quietly(|| staged.compiled.replay_counted(&mut distinct, Some(sink)));
@@ -563,13 +593,17 @@ impl Fragment {
             self.speculation_failed(st, variant.key.fingerprint(), variant, "an assert did not hold");
             return plain("speculation failed: ran the statements", EagerKind::SpeculationFailed);
         }
+        if let Some(start) = sampled {
+            st.cost.call(start.elapsed().as_nanos() as u64 + cost::DISPATCH_NS, cost::SAMPLE, false);
+        }
         Some(Enter::Replay(Replayed::new(tensors, &staged.consts)))
     }
 
     #[inline(never)] // off the hit path
     fn scope(&'static self, kind: ScopeKind, counted_as: EagerKind) -> Scope {
         let counter = self.state().counters.eager_ops(counted_as);
-        Scope { frag: self, kind, _ops: OpScope::open(counter) }
+        let timing = CALL_START.take().map(|start| (start, Instant::now(), counted_as));
+        Scope { frag: self, kind, _ops: OpScope::open(counter), timing }
     }
 
     fn lookup(&self, st: &State, fp: u64, key: &Key) -> Option<Arc<Variant>> {
@@ -624,8 +658,14 @@ impl Fragment {
 impl Scope {
     /// Finishes the block: compares, records or compiles, as [`Fragment::enter`] decided.
     pub fn exit(self, outputs: Vec<Probed>) {
-        let Scope { frag, kind, _ops } = self;
+        let Scope { frag, kind, _ops, timing } = self;
         let st = frag.state();
+        // Timed to the end of this function (a recording compiles here).
+        let _timed = timing.map(|(call, statements, why)| {
+            let plain = matches!(kind, ScopeKind::Plain | ScopeKind::Rolled(_));
+            let recorded = matches!(kind, ScopeKind::Recording { .. });
+            cost::Exit::new(&st.cost, call, statements.elapsed(), (plain, recorded), why == EagerKind::Cost)
+        });
         match kind {
             ScopeKind::Plain | ScopeKind::Rolled(_) => {}
             ScopeKind::Inline => {

@@ -38,6 +38,7 @@ impl Fragment {
             instances: c.instances.load(Ordering::Relaxed),
             instance_ms: c.instance_us.load(Ordering::Relaxed) as f64 / 1e3,
             dynamic_dims: self.dims_summary(st),
+            cost: st.cost.note(),
             checks,
             check_ms: c.check_us.load(Ordering::Relaxed) as f64 / 1e3,
             divergences: c.divergences.load(Ordering::Relaxed),
@@ -120,5 +121,6 @@ impl Fragment {
         st.keys.store(0, Ordering::Relaxed); // under the lock, so no insert sees a stale count
         drop(variants);
         st.counters.clear();
+        st.cost.reset();
     }
 }
