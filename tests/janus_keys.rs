@@ -42,7 +42,7 @@ fn changing_shapes_compile_variants_up_to_the_limit() {
     assert!(f.hits >= 3, "old variants keep serving their keys: {}", janus::explain());
     let limit = f.eager_runs.get(&janus::rt::EagerKind::VariantLimit).copied().unwrap_or(0);
     assert_eq!(limit, 8, "two unseen shapes, four rounds: {}", janus::explain());
-    assert!(janus::explain().contains("variant limit (3) reached: `x` differs between calls"));
+    assert!(janus::explain().contains("variant limit (3) reached: the shape of `x` differs between calls"));
 }
 
 #[janus(min_ops = 1, speculate = false)]
@@ -231,7 +231,7 @@ fn host_scalars_key_the_cache_unless_dynamic() {
     }
     let constant = &frag("sgd_constant_lr")[0];
     assert_eq!(constant.variants, 0, "a new key every call never agrees twice: {}", janus::explain());
-    assert!(janus::explain().contains("`lr` differs between calls"), "{}", janus::explain());
+    assert!(janus::explain().contains("the value of `lr` differs between calls"), "{}", janus::explain());
     let dynamic = &frag("sgd_dynamic_lr")[0];
     assert_eq!((dynamic.variants, dynamic.compiles), (1, 1), "{}", janus::explain());
     assert_eq!(dynamic.hits, 10);

@@ -220,7 +220,7 @@ fn optimize_model(
 
 fn select_action(policy_net: &Dqn, state: &[f32; 4], steps_done: &mut usize, rng: &mut SplitMix64) -> usize {
     let sample = rng.random();
-    let eps_threshold = EPS_END + (EPS_START - EPS_END) * (-1.0 * *steps_done as f64 / EPS_DECAY).exp();
+    let eps_threshold = EPS_END + (EPS_START - EPS_END) * (-(*steps_done as f64) / EPS_DECAY).exp();
     *steps_done += 1;
     if sample > eps_threshold {
         no_grad(|| greedy_action(policy_net, &Tensor::from_vec(state.to_vec(), [1, 4])))
@@ -314,10 +314,6 @@ pub fn train(steps: usize, seed: u64) -> Vec<f64> {
             state = env.reset();
         }
     }
-    if std::env::var_os("CORPUS_VERBOSE").is_some() {
-        let n = episode_durations.len();
-        let last: Vec<usize> = episode_durations[n.saturating_sub(10)..].to_vec();
-        eprintln!("dqn: {n} episodes, last durations {last:?}");
-    }
+    log::info!(target: "corpus", "dqn: {} episodes, last durations {:?}", episode_durations.len(), &episode_durations[episode_durations.len().saturating_sub(10)..]);
     losses
 }

@@ -72,10 +72,8 @@ impl CartPole {
         theta_dot += Self::TAU * thetaacc;
         self.state = [x, x_dot, theta, theta_dot];
         self.elapsed_steps += 1;
-        let terminated = x < -Self::X_THRESHOLD
-            || x > Self::X_THRESHOLD
-            || theta < -Self::THETA_THRESHOLD_RADIANS
-            || theta > Self::THETA_THRESHOLD_RADIANS;
+        let terminated = !(-Self::X_THRESHOLD..=Self::X_THRESHOLD).contains(&x)
+            || !(-Self::THETA_THRESHOLD_RADIANS..=Self::THETA_THRESHOLD_RADIANS).contains(&theta);
         let truncated = self.elapsed_steps >= Self::MAX_EPISODE_STEPS;
         (self.state.map(|v| v as f32), 1.0, terminated, truncated)
     }
@@ -157,7 +155,6 @@ pub fn train(episodes: usize, seed: u64) -> Vec<f64> {
     let mut env = CartPole::new(seed);
     let mut policy = Policy::new();
     let mut optimizer = optim::Adam::new(1e-2);
-    let verbose = std::env::var_os("CORPUS_VERBOSE").is_some();
 
     let mut losses = Vec::with_capacity(episodes);
     let mut running_reward = 10.0;
@@ -180,10 +177,8 @@ pub fn train(episodes: usize, seed: u64) -> Vec<f64> {
         running_reward = 0.05 * ep_reward + (1.0 - 0.05) * running_reward;
         let loss = finish_episode(&mut policy, &mut optimizer, &saved_log_probs, &rewards);
         losses.push(loss as f64);
-        if verbose && i_episode % LOG_INTERVAL == 0 {
-            eprintln!(
-                "Episode {i_episode}\tLast reward: {ep_reward:.2}\tAverage reward: {running_reward:.2}"
-            );
+        if i_episode % LOG_INTERVAL == 0 {
+            log::info!(target: "corpus", "Episode {i_episode}\tLast reward: {ep_reward:.2}\tAverage reward: {running_reward:.2}");
         }
         // The original stops once solved (`running_reward > env.spec.reward_threshold`); here
         // the caller asked for `episodes` episodes, so training goes on.

@@ -237,7 +237,6 @@ pub fn train(steps: usize, seed: u64) -> Vec<f64> {
     let mut optimizer = optim::Sgd::new(0.05).momentum(0.9).weight_decay(1e-4);
     let epochs = steps.div_ceil(TRAIN_IMAGES / BATCH_SIZE).max(1);
     let mut scheduler = CosineAnnealingLr::new(&mut optimizer, epochs, 0.0);
-    let verbose = std::env::var_os("CORPUS_VERBOSE").is_some();
 
     let mut losses = Vec::with_capacity(steps);
     model.train();
@@ -249,11 +248,7 @@ pub fn train(steps: usize, seed: u64) -> Vec<f64> {
 
             if step % EVAL_EVERY == 0 || step == steps {
                 let accuracy = validate(&mut model, &x_test, &y_test);
-                if verbose {
-                    eprintln!(
-                        "resnet: epoch {epoch} step {step} loss {loss:.4} test accuracy {accuracy:.1}%"
-                    );
-                }
+                log::info!(target: "corpus", "resnet: epoch {epoch} step {step} loss {loss:.4} test accuracy {accuracy:.1}%");
             }
 
             // Save a checkpoint halfway and resume from it, as after a restart.

@@ -67,12 +67,27 @@ fn lstm(mut m: &Lstm, mut xs: &[Tensor], mut ys: &[Tensor]) -> Tensor {
                             match __JANUS_FRAGMENT
                                 .enter(
                                     || [
-                                        (&::janus::__private::Probe(&m.wh)).probe("m.wh"),
+                                        ::janus::__private::probe_or(
+                                            (&::janus::__private::Probe(&m.wh)).probe("m.wh"),
+                                            || (&::janus::__private::Probe(&m)).probe("m"),
+                                        ),
                                         (&::janus::__private::Probe(&xs)).probe("xs"),
-                                        (&::janus::__private::Probe(&m.wx)).probe("m.wx"),
-                                        (&::janus::__private::Probe(&m.b)).probe("m.b"),
-                                        (&::janus::__private::Probe(&m.wy)).probe("m.wy"),
-                                        (&::janus::__private::Probe(&m.by)).probe("m.by"),
+                                        ::janus::__private::probe_or(
+                                            (&::janus::__private::Probe(&m.wx)).probe("m.wx"),
+                                            || (&::janus::__private::Probe(&m)).probe("m"),
+                                        ),
+                                        ::janus::__private::probe_or(
+                                            (&::janus::__private::Probe(&m.b)).probe("m.b"),
+                                            || (&::janus::__private::Probe(&m)).probe("m"),
+                                        ),
+                                        ::janus::__private::probe_or(
+                                            (&::janus::__private::Probe(&m.wy)).probe("m.wy"),
+                                            || (&::janus::__private::Probe(&m)).probe("m"),
+                                        ),
+                                        ::janus::__private::probe_or(
+                                            (&::janus::__private::Probe(&m.by)).probe("m.by"),
+                                            || (&::janus::__private::Probe(&m)).probe("m"),
+                                        ),
                                         (&::janus::__private::Probe(&ys)).probe("ys"),
                                     ],
                                     ::janus::__private::Instance::of(&|| ()),
@@ -96,7 +111,7 @@ fn lstm(mut m: &Lstm, mut xs: &[Tensor], mut ys: &[Tensor]) -> Tensor {
                                                     function: "lstm",
                                                     file: ::core::file!(),
                                                     line: ::core::line!(),
-                                                    more_lines: 10u32,
+                                                    more_lines: 4u32,
                                                     index: 0u32,
                                                     part: 0u32,
                                                     profile: 2u32,
@@ -111,14 +126,29 @@ fn lstm(mut m: &Lstm, mut xs: &[Tensor], mut ys: &[Tensor]) -> Tensor {
                                                     .enter(
                                                         || [
                                                             (&::janus::__private::Probe(&xs[t])).probe("xs[t]"),
-                                                            (&::janus::__private::Probe(&m.wx)).probe("m.wx"),
+                                                            ::janus::__private::probe_or(
+                                                                (&::janus::__private::Probe(&m.wx)).probe("m.wx"),
+                                                                || (&::janus::__private::Probe(&m)).probe("m"),
+                                                            ),
                                                             (&::janus::__private::Probe(&h)).probe("h"),
-                                                            (&::janus::__private::Probe(&m.wh)).probe("m.wh"),
-                                                            (&::janus::__private::Probe(&m.b)).probe("m.b"),
+                                                            ::janus::__private::probe_or(
+                                                                (&::janus::__private::Probe(&m.wh)).probe("m.wh"),
+                                                                || (&::janus::__private::Probe(&m)).probe("m"),
+                                                            ),
+                                                            ::janus::__private::probe_or(
+                                                                (&::janus::__private::Probe(&m.b)).probe("m.b"),
+                                                                || (&::janus::__private::Probe(&m)).probe("m"),
+                                                            ),
                                                             (&::janus::__private::Probe(&c)).probe("c"),
                                                             (&::janus::__private::Probe(&loss)).probe("loss"),
-                                                            (&::janus::__private::Probe(&m.wy)).probe("m.wy"),
-                                                            (&::janus::__private::Probe(&m.by)).probe("m.by"),
+                                                            ::janus::__private::probe_or(
+                                                                (&::janus::__private::Probe(&m.wy)).probe("m.wy"),
+                                                                || (&::janus::__private::Probe(&m)).probe("m"),
+                                                            ),
+                                                            ::janus::__private::probe_or(
+                                                                (&::janus::__private::Probe(&m.by)).probe("m.by"),
+                                                                || (&::janus::__private::Probe(&m)).probe("m"),
+                                                            ),
                                                             (&::janus::__private::Probe(&ys[t])).probe("ys[t]"),
                                                         ],
                                                         ::janus::__private::Instance::of(&|| ()),

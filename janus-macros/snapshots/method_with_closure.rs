@@ -70,8 +70,11 @@ fn update<A: Act>(mut self: &mut Self, mut grads: &[Tensor], mut lr: f64) {
                                 .enter(
                                     || [
                                         (&::janus::__private::Probe(&__janus_dyn_lr)).probe("lr"),
-                                        (&::janus::__private::Probe(&self.params))
-                                            .probe("self.params"),
+                                        ::janus::__private::probe_or(
+                                            (&::janus::__private::Probe(&self.params))
+                                                .probe("self.params"),
+                                            || (&::janus::__private::Probe(&self)).probe("self"),
+                                        ),
                                         (&::janus::__private::Probe(&grads)).probe("grads"),
                                     ],
                                     ::janus::__private::Instance::of(&|| ()),
@@ -98,7 +101,7 @@ fn update<A: Act>(mut self: &mut Self, mut grads: &[Tensor], mut lr: f64) {
                                                     function: "update",
                                                     file: ::core::file!(),
                                                     line: ::core::line!(),
-                                                    more_lines: 3u32,
+                                                    more_lines: 0u32,
                                                     index: 0u32,
                                                     part: 0u32,
                                                     profile: 2u32,

@@ -73,9 +73,15 @@ fn train_step(
                             match __JANUS_FRAGMENT
                                 .enter(
                                     || [
-                                        (&::janus::__private::Probe(&m.l1)).probe("m.l1"),
+                                        ::janus::__private::probe_or(
+                                            (&::janus::__private::Probe(&m.l1)).probe("m.l1"),
+                                            || (&::janus::__private::Probe(&m)).probe("m"),
+                                        ),
                                         (&::janus::__private::Probe(&x)).probe("x"),
-                                        (&::janus::__private::Probe(&m.l2)).probe("m.l2"),
+                                        ::janus::__private::probe_or(
+                                            (&::janus::__private::Probe(&m.l2)).probe("m.l2"),
+                                            || (&::janus::__private::Probe(&m)).probe("m"),
+                                        ),
                                         (&::janus::__private::Probe(&y)).probe("y"),
                                     ],
                                     ::janus::__private::Instance::of(&|| ()),

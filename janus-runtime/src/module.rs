@@ -36,6 +36,20 @@ pub enum ConstLeaf {
     Len(usize),
 }
 
+/// The value itself (`3`, `true`, `0.25`), an enum variant by its index, a length as `len 4`.
+impl std::fmt::Display for ConstLeaf {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match *self {
+            ConstLeaf::Int(n) => write!(f, "{n}"),
+            ConstLeaf::Bool(b) => write!(f, "{b}"),
+            ConstLeaf::F32(bits) => write!(f, "{}", f32::from_bits(bits)),
+            ConstLeaf::F64(bits) => write!(f, "{}", f64::from_bits(bits)),
+            ConstLeaf::Variant(k) => write!(f, "variant {k}"),
+            ConstLeaf::Len(n) => write!(f, "len {n}"),
+        }
+    }
+}
+
 /// Receives a module's leaves in a fixed order, with `enter`/`leave` around each path step.
 pub trait Visitor {
     /// A path step begins.

@@ -484,7 +484,8 @@ pub(crate) fn is_effect(s: &Stmt, env: &Env) -> bool {
             const PURE: [&str; 8] =
                 ["line", "column", "file", "module_path", "stringify", "concat", "cfg", "include_str"];
             let last = m.path.segments.last().map(|s| name(&s.ident)).unwrap_or_default();
-            if !PURE.contains(&last.as_str()) {
+            // An assertion only checks (see `host_calls::assertion_args`).
+            if !PURE.contains(&last.as_str()) && super::host_calls::assertion_args(m).is_none() {
                 self.found = true;
             }
         }

@@ -103,8 +103,19 @@ pub(crate) fn fragment(f: Fragment<'_>, ctx: &mut Ctx) -> Vec<Stmt> {
             let tmp = format_ident!("__janus_dyn_{}", p.root);
             quote! { (&::janus::__private::Probe(&#tmp)).probe(#label) }
         } else {
+            // A field of a value (`self.h`) whose type cannot be keyed falls back to the value
+            // it lies in (`self`), which may be a module: the fragment then keys on more leaves.
             let e = &p.expr;
-            quote! { (&::janus::__private::Probe(&#e)).probe(#label) }
+            let mut probe = quote! { (&::janus::__private::Probe(&#e)).probe(#label) };
+            let mut at = e;
+            while let Expr::Field(f) = at {
+                at = &f.base;
+                let outer = at.to_token_stream().to_string().replace(' ', "");
+                probe = quote! {
+                    ::janus::__private::probe_or(#probe, || (&::janus::__private::Probe(&#at)).probe(#outer))
+                };
+            }
+            probe
         }
     });
     let bare = |d: &Ident| name(d).trim_start_matches('_').to_string();

@@ -254,7 +254,32 @@ impl VisitMut for Rewrite<'_> {
     }
 
     fn visit_item_mut(&mut self, _: &mut syn::Item) {}
-    fn visit_macro_mut(&mut self, _: &mut syn::Macro) {}
+
+    fn visit_macro_mut(&mut self, m: &mut syn::Macro) {
+        // An assertion's condition and message are expressions: their helper calls tell an
+        // enclosing recording, like any other host code's.
+        if let Some(mut args) = assertion_args(m) {
+            for a in args.iter_mut() {
+                self.lazily(|me| me.visit_expr_mut(a));
+            }
+            m.tokens = args.to_token_stream();
+        }
+    }
+}
+
+/// The arguments of an assertion (`assert!`, `assert_eq!`, `debug_assert!`, ...), when they
+/// parse as expressions. Such a statement only checks: it fails on the same calls in a replay
+/// as in eager mode when its operands are keyed (sizes, host scalars passed in) or host reads
+/// (which end the recording), and its helper calls are wrapped like any other's, so it is not
+/// an effect that keeps a function from being speculated.
+pub(crate) fn assertion_args(m: &syn::Macro) -> Option<syn::punctuated::Punctuated<Expr, syn::Token![,]>> {
+    const ASSERTIONS: [&str; 6] =
+        ["assert", "assert_eq", "assert_ne", "debug_assert", "debug_assert_eq", "debug_assert_ne"];
+    let last = m.path.segments.last().map(|s| name(&s.ident))?;
+    if !ASSERTIONS.contains(&last.as_str()) {
+        return None;
+    }
+    m.parse_body_with(syn::punctuated::Punctuated::<Expr, syn::Token![,]>::parse_terminated).ok()
 }
 
 /// Wraps every helper call of `s` without a flag (see [`Version::Notify`]).

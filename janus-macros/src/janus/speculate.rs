@@ -118,12 +118,20 @@ impl VisitMut for Instrument {
             }
             Expr::ForLoop(f) => {
                 let (site, line) = (self.site(), line_of(f.for_token.span));
-                f.body.stmts.insert(0, syn::parse_quote!(::janus::__private::branch(#site, #line, true);));
+                // The report takes the body's first statement's place (and line, for
+                // `explain()`'s line ranges), with the macro's hygiene.
+                let at = f.body.stmts.first().map_or(f.for_token.span, |s| s.span());
+                let span = at.resolved_at(proc_macro2::Span::call_site());
+                f.body.stmts.insert(
+                    0,
+                    syn::parse_quote_spanned!(span=> ::janus::__private::branch(#site, #line, true);),
+                );
             }
             Expr::Match(m) => {
                 for arm in &mut m.arms {
                     let (site, line, body) = (self.site(), line_of(arm.pat.span()), &arm.body);
-                    *arm.body = syn::parse_quote!({ ::janus::__private::branch(#site, #line, true); #body });
+                    let span = body.span().resolved_at(proc_macro2::Span::call_site());
+                    *arm.body = syn::parse_quote_spanned!(span=> { ::janus::__private::branch(#site, #line, true); #body });
                 }
             }
             _ => {}

@@ -32,7 +32,7 @@ pub mod __private {
     pub use super::key::Key;
     pub use super::probe::{
         FixedMutRef, FixedOther, InOutModule, InOutOpaque, InOutRef, Input, OutputModule, OutputOpaque,
-        Probe, ProbeKeyed, ProbeOpaque, Probed, Prober, Replayed, Witness,
+        Probe, ProbeKeyed, ProbeOpaque, Probed, Prober, Replayed, Witness, probe_or,
     };
     pub use super::speculate::{Cmp, TailTensor, branch, host_statement, item_cmp, tail_tensor};
     pub use super::{DynamicScalar, dynamic_scalar};

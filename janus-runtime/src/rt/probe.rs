@@ -190,6 +190,18 @@ impl Input for Grads {
     }
 }
 
+/// `first`, or, when its type cannot be keyed, what `outer` probes (the value the place lies
+/// in: `self` for `self.h`) if that can be. Opacity follows from types, so one instantiation
+/// always takes the same branch.
+#[inline]
+pub fn probe_or(first: Probed, outer: impl FnOnce() -> Probed) -> Probed {
+    if first.opaque.is_none() {
+        return first;
+    }
+    let o = outer();
+    if o.opaque.is_none() { o } else { first }
+}
+
 /// The autoref-specialization wrapper for inputs: `(&Probe(&place)).probe("place")`.
 pub struct Probe<'a, T: ?Sized>(pub &'a T);
 

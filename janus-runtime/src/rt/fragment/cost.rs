@@ -27,8 +27,12 @@ pub(super) const SAMPLE: u64 = 16;
 /// What a timed replay adds for its dispatch, which starts before the timer (probing, the
 /// key's match): about what `bench --only hit` measures for a replay without a kernel.
 pub(super) const DISPATCH_NS: u64 = 200;
-/// Calls (replays counted by their sample weight) per window.
+/// Calls (replays counted by their sample weight) per window: the most, the fewest, and the
+/// time a window should last at the statements' eager cost (fragments that take milliseconds
+/// per call decide within tens of calls).
 const WINDOW: u64 = 512;
+const MIN_WINDOW: u64 = 16;
+const WINDOW_NS: u64 = 50_000_000;
 /// How much slower than eager the compiled path must be for a bypass.
 const MARGIN: f64 = 1.05;
 /// The first bypass's length in calls, and the longest.
@@ -58,10 +62,12 @@ pub(super) struct Cost {
     window_calls: AtomicU64,
     window_ns: AtomicU64,
     windows: AtomicU64,
-    /// The nanoseconds of this window's calls that recorded (and compiled), and their decaying
-    /// average over windows: one-time costs, spread over the windows that follow them.
+    /// The nanoseconds of this window's calls that recorded (and compiled), and the last
+    /// window's per call.
     recording_ns: AtomicU64,
-    recording_avg: AtomicU64,
+    last_recording: AtomicU64,
+    /// This fragment's window length in calls.
+    window: AtomicU64,
     /// Consecutive windows whose compiled path was slower.
     slower_windows: AtomicU64,
     /// Exponential average of the statements' plain run time, nanoseconds, and its samples.
@@ -116,7 +122,10 @@ impl Cost {
         }
         let to = if recorded { &self.recording_ns } else { &self.window_ns };
         to.fetch_add(ns * weight, Ordering::Relaxed);
-        if self.window_calls.fetch_add(weight, Ordering::Relaxed) + weight >= WINDOW {
+        let window = self.window.load(Ordering::Relaxed);
+        if self.window_calls.fetch_add(weight, Ordering::Relaxed) + weight
+            >= if window == 0 { WINDOW } else { window }
+        {
             self.judge();
         }
     }
@@ -130,11 +139,23 @@ impl Cost {
             return;
         }
         let windows = self.windows.fetch_add(1, Ordering::Relaxed) + 1;
-        // Recordings and compiles count in their window and, decaying, in the next few.
-        let recorded = self.recording_ns.swap(0, Ordering::Relaxed);
-        let avg = (self.recording_avg.load(Ordering::Relaxed) * 3 + recorded) / 4;
-        self.recording_avg.store(avg, Ordering::Relaxed);
-        let compiled = (ns + recorded.max(avg)) as f64 / calls as f64;
+        // Compiles already made are sunk: what counts going forward is how often the fragment
+        // keeps recording. A window's recording time stands only if the window before it
+        // recorded as much (the smaller of the two), so a first compile does not count
+        // against a graph that then replays.
+        let recorded = self.recording_ns.swap(0, Ordering::Relaxed) / calls;
+        let previous = self.last_recording.swap(recorded, Ordering::Relaxed);
+        let churn = if windows == 1 { recorded } else { recorded.min(previous) };
+        let compiled = (ns / calls + churn) as f64;
+        // Windows of about `WINDOW_NS` at the statements' cost (an upper bound of it while
+        // only recorded runs were seen).
+        let per_call = match self.eager_ns.load(Ordering::Relaxed) {
+            0 => self.recorded_ns.load(Ordering::Relaxed),
+            e => e,
+        };
+        if let Some(n) = WINDOW_NS.checked_div(per_call) {
+            self.window.store(n.clamp(MIN_WINDOW, WINDOW), Ordering::Relaxed);
+        }
         if self.eager_samples.load(Ordering::Relaxed) < 2 {
             // No plain run yet: measure one, unless the compiled path costs far less than a
             // recorded run of the statements (which bounds their eager cost from above).
@@ -181,8 +202,9 @@ impl Cost {
             &self.eager_samples,
             &self.recorded_ns,
             &self.recorded_samples,
-            &self.recording_avg,
+            &self.last_recording,
             &self.recording_ns,
+            &self.window,
             &self.slower_windows,
         ] {
             a.store(0, Ordering::Relaxed);

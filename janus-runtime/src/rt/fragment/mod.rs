@@ -128,6 +128,12 @@ struct State {
     cost: cost::Cost,
 }
 
+/// Host values of an input as a key holds them (`n = 3`, `len 4`), for messages.
+fn describe_consts(c: &[ConstLeaf]) -> String {
+    let all: Vec<String> = c.iter().map(|c| c.to_string()).collect();
+    if all.len() > 4 { format!("{}, ...", all[..4].join(", ")) } else { all.join(", ") }
+}
+
 /// A block's variants, by key fingerprint.
 type VariantTable = HashMap<u64, Vec<Arc<Variant>>, key::BuildFx>;
 
@@ -626,16 +632,18 @@ impl Fragment {
         let sig = shapes::signature(inputs);
         if st.keys.load(Ordering::Relaxed) >= self.site.max_variants as u64 {
             // Name the input that changes, to point at the remedy.
-            let churn = map
-                .values()
-                .flatten()
-                .next()
-                .and_then(|v| sig.iter().zip(&v.inputs).find(|(a, b)| a != b))
-                .map(|(a, _)| a.0);
+            let churn =
+                map.values().flatten().next().and_then(|v| sig.iter().zip(&v.inputs).find(|(a, b)| a != b));
             return Err(match churn {
-                Some(name) => format!(
-                    "variant limit ({}) reached: `{name}` differs between calls (mark a scalar dynamic(..), or bucket/pad shapes)",
-                    self.site.max_variants
+                // What to change depends on what changes: a host value, or a tensor's shape.
+                // (A stable message: `explain()` counts the calls by it.)
+                Some((a, b)) if a.2 != b.2 => format!(
+                    "variant limit ({}) reached: the shape of `{}` differs between calls (sizes generalise unless the block reads them on the host, draws random numbers or takes a path that depends on them: see the sizes line; or pad sizes to a few buckets)",
+                    self.site.max_variants, a.0
+                ),
+                Some((a, _)) => format!(
+                    "variant limit ({}) reached: the value of `{}` differs between calls (a float that changes on every call can be a graph input: dynamic(..))",
+                    self.site.max_variants, a.0
                 ),
                 None => format!(
                     "variant limit ({}) reached: inputs as before, but grad flags, aliasing, the mode or generic types differ",

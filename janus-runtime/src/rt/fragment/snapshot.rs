@@ -78,7 +78,7 @@ impl Fragment {
                 let inputs = (v.inputs.iter())
                     .map(|(name, consts, dims)| match (dims.as_slice(), consts.len()) {
                         ([], 0) => name.to_string(),
-                        ([], _) => format!("{name}: host value"),
+                        ([], _) => format!("{name}: {}", super::describe_consts(consts)),
                         ([d], _) => format!("{name}: {d:?}"),
                         (ds, _) => format!("{name}: {} tensors", ds.len()),
                     })
