@@ -20,8 +20,6 @@
 //! cargo run --release --example bench -- --only stream  # an LSTM LM over varying T and B
 //! cargo run --release --example bench -- --only replan  # split programs' memory plans, A/B
 //! cargo run --release --example bench -- --only pack    # shared right factors packed or not, A/B
-//! cargo run --release --example bench -- --only prefetch  # cold operands fetched ahead or not, A/B
-//! cargo run --release --example bench -- --only hugepages  # large arenas in huge pages or not, A/B
 //! cargo run --release --example bench -- --only joins  # small steps joining split chains split or not, A/B
 //! ```
 //!
@@ -465,11 +463,6 @@ enum Workload {
     Replan,
     /// Shared right factors packed once per run against gemm for every product.
     Pack,
-    /// Cold operands of fused steps fetched into the caches during the products before them,
-    /// or not.
-    Prefetch,
-    /// Large arenas in huge pages (2 MiB mappings marked `MADV_HUGEPAGE`), or in the allocator's.
-    Hugepages,
     /// Small steps between split steps split too, keeping the workers' chains apart, or left
     /// whole.
     Joins,
@@ -500,8 +493,6 @@ fn main() {
                 | Workload::Stream
                 | Workload::Replan
                 | Workload::Pack
-                | Workload::Prefetch
-                | Workload::Hugepages
                 | Workload::Joins
                 | Workload::Long
                 | Workload::Fused
@@ -522,14 +513,6 @@ fn main() {
     }
     if run(Workload::Pack) {
         bench_ab::ab(bench_ab::PACK, quick);
-        return;
-    }
-    if run(Workload::Prefetch) {
-        bench_ab::ab(bench_ab::PREFETCH, quick);
-        return;
-    }
-    if run(Workload::Hugepages) {
-        bench_ab::ab(bench_ab::HUGEPAGES, quick);
         return;
     }
     if run(Workload::Joins) {
@@ -675,7 +658,7 @@ fn main() {
 }
 
 /// The LSTM step in janus mode on two workers against the calling thread only
-/// (`janus::set_serial`, as `JANUS_SERIAL=1`), interleaved in one run, with each one's share
+/// (`ExecOptions::serial`, as `JANUS_SERIAL=1`), interleaved in one run, with each one's share
 /// of the machine's GEMM peak `peak` (GFLOP/s, as [`peak_table`] measured it).
 fn workers_table(repeats: usize, steps: usize, peak: f64) {
     let (t, b, v, h) = (lstm_lm::T, lstm_lm::B, lstm_lm::V, lstm_lm::H);
@@ -695,12 +678,15 @@ LSTM step in janus mode, two workers against one (JANUS_SERIAL=1), interleaved; 
         ("training step, fragments (speculate = false)", lstm_lm::janus_sgd_step_fragments),
     ];
     let mut next = 0;
+    let before = janus::exec_options();
     for (metric, step) in steps_of {
         let mut models = [init.clone(), init.clone()];
         let mut times = [Vec::new(), Vec::new()];
         for r in 0..repeats + 1 {
             for (k, serial) in [false, true].into_iter().enumerate() {
-                janus::set_serial(serial);
+                let mut o = before;
+                o.serial = serial;
+                janus::set_exec_options(o);
                 for _ in 0..steps {
                     let (xs, ys) = data.batch(next);
                     let ms = timed(1e3, || _ = step(&mut models[k], xs, ys, 0.1));
@@ -711,7 +697,7 @@ LSTM step in janus mode, two workers against one (JANUS_SERIAL=1), interleaved; 
                 }
             }
         }
-        janus::set_serial(false);
+        janus::set_exec_options(before);
         let [two, one] = times.map(|mut v| median(&mut v));
         let pct = |ms: f64| 100.0 * flops / (ms * 1e-3) / 1e9 / peak;
         println!(

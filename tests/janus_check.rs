@@ -25,7 +25,8 @@ fn check_mode_catches_a_broken_kernel_and_names_the_fragment() {
         }
     });
     assert!(janus::stats().function("gate").next().unwrap().checks >= 2, "{}", janus::explain());
-    // The mode is part of the key (DESIGN §13 rule 10): let janus mode compile its own variant.
+    // The mode is part of the key (see docs/design.md, "Keys"): let janus mode compile its own
+    // variant.
     for _ in 0..3 {
         gate(&x, &w);
     }

@@ -1,6 +1,7 @@
-//! Keys, guards and the hard cases of DESIGN §13: changing shapes and the variant limit,
-//! aliasing, grad mode, opaque inputs, closures, host scalars, in-out locals, impure
-//! constants, inline recursion, panics inside a recording, and dynamic scalars.
+//! Keys, guards and the hard cases (see docs/design.md, "Keys" and "Guards and fallback"):
+//! changing shapes and the variant limit, aliasing, grad mode, opaque inputs, closures, host
+//! scalars, in-out locals, impure constants, inline recursion, panics inside a recording, and
+//! dynamic scalars.
 //! (The functions here pin the fragment path, `speculate = false`: whole-function speculation
 //! is tested in `janus_speculate.rs` and by the macro fuzz.)
 

@@ -1,7 +1,7 @@
 //! An LSTM over a `Vec<Tensor>` sequence with `backward()` after the time loop, the loop both
 //! unrolled into one block and on the host: equal to eager mode and to the PyTorch reference
 //! numbers; on the host, the loop body over `xs[t]` compiles at most two variants for 32 time
-//! steps (inputs are places, DESIGN §13 rule 1).
+//! steps (inputs are places: see docs/design.md, "Scope analysis: inputs and outputs").
 //! (The functions here pin the fragment path, `speculate = false`: whole-function speculation
 //! is tested in `janus_speculate.rs` and by the macro fuzz.)
 
@@ -117,9 +117,10 @@ fn matches_eager_and_pytorch_over_many_calls() {
 }
 
 /// An LSTM forward pass, defined twice. Indexing `xs[t]` is the point: a place read from
-/// outside the block (DESIGN §13 rule 1). `lstm_forward` (`unroll = false`) keeps the loop on
-/// the host, so its body is a block of its own; `lstm_forward_staged` (the default) stages the
-/// loop inside the block, which records it unrolled as one graph.
+/// outside the block (see docs/design.md, "Scope analysis: inputs and outputs").
+/// `lstm_forward` (`unroll = false`) keeps the loop on the host, so its body is a block of its
+/// own; `lstm_forward_staged` (the default) stages the loop inside the block, which records it
+/// unrolled as one graph.
 macro_rules! lstm_forward {
     ($name:ident, $($opt:tt)*) => {
         #[allow(clippy::needless_range_loop)]

@@ -1,4 +1,4 @@
-//! Whole-function speculation (DESIGN §8, README "Speculation"): a `#[janus]` function whose
+//! Whole-function speculation (see docs/design.md, "Speculation"): a `#[janus]` function whose
 //! path is stable runs as one graph (forward, `backward()` and the update together), with
 //! asserts on decisions taken from tensor values; a failed assert commits nothing and the call
 //! runs the fragment path. Every test compares with eager mode call by call, and asserts that

@@ -92,7 +92,7 @@ fn the_flagship_adam_step_is_one_graph_and_equals_eager_over_50_steps() {
     // Its arenas, and the packed copies of the weights its 32 time steps share where CPU runs
     // pack them (`janus::pack()`), counted apart. (This test's tensors are all on the CPU.)
     assert!(whole.arena_bytes > 0, "{whole:?}");
-    let packs = janus::pack() && janus_kernels::matmul::packed::available();
+    let packs = janus::exec_options().pack && janus_kernels::matmul::packed::available();
     assert_eq!(whole.packed_bytes > 0, packs, "packed bytes {} (packing {packs})", whole.packed_bytes);
     // Per key: one graph, no asserts (the trip count comes from the key), its path the time
     // loop's 32 trips. (The first call's key, with Adam's state not yet created, ran once.)

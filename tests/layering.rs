@@ -1,6 +1,7 @@
-//! The runtime's layering (README "Layout", `janus-runtime/src/lib.rs`): modules follow the
-//! pipeline, and a module may import only from its own layer or the layers below. The value
-//! core (tensor <-> autograd <-> ops) is the one layer whose modules import each other freely.
+//! The runtime's layering (docs/design.md, "Crates and layers"; `janus-runtime/src/lib.rs`):
+//! modules follow the pipeline, and a module may import only from its own layer or the layers
+//! below. The value core (tensor <-> autograd <-> ops) is the one layer whose modules import
+//! each other freely.
 //! Unit tests (`#[cfg(test)]` onwards) and macro bodies (`$crate::`) are not checked.
 
 use std::collections::BTreeMap;

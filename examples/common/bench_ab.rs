@@ -1,18 +1,17 @@
 //! The bench's A/Bs of compile-time switches (issue 13), on the LSTM, CNN and Transformer
 //! training steps, alternated within one process:
 //! - `--only replan`: split programs' arenas planned again by pieces of values
-//!   (`janus::set_replan(true)`, the default) against the whole program's plan;
+//!   (`ExecOptions::replan`, on by default) against the whole program's plan;
 //! - `--only pack`: right factors shared by several products packed once per run
-//!   (`janus::set_pack(true)`, the default) against gemm for every product;
-//! - `--only prefetch`: the cold operands of fused steps fetched into the caches while the
-//!   products before them run (`janus::set_prefetch(true)`, opt-in) against none (the default);
-//! - `--only hugepages`: arenas of at least 2 MiB in mappings marked for transparent huge pages
-//!   (`janus::set_hugepages(true)`, opt-in) against the allocator's memory (the default);
+//!   (`ExecOptions::pack`, on by default on AVX2 machines) against gemm for every product;
 //! - `--only joins`: small steps between split steps split too, so the two workers' chains
-//!   do not meet at them (`janus::set_split_joins(true)`, the default), against left whole;
+//!   do not meet at them (`ExecOptions::split_joins`, on by default), against left whole;
 //! - `--only long`: long steps (weight gradients' products) taken by whichever worker is free
-//!   first (`janus::set_share_long(true)`, the default), against kept on the worker their
+//!   first (`ExecOptions::share_long`, on by default), against kept on the worker their
 //!   split assigned.
+//!
+//! (Prefetching fused steps' operands and huge-page arenas had A/Bs here too; both measured
+//! as not paying and were deleted with their switches: `docs/perf/`.)
 //!
 //! Each round recompiles (caches reset) and times its last steps, after the two-worker tuner
 //! has chosen; the rounds' median ratios are what to read, as this machine's speed drifts by
@@ -28,62 +27,31 @@ type Step<'a> = Box<dyn FnMut(usize) + 'a>;
 #[derive(Clone, Copy)]
 pub struct Switch {
     name: &'static str,
-    set: fn(bool),
+    set: fn(&mut janus::ExecOptions, bool),
     /// The table's two setting columns.
     on: &'static str,
     off: &'static str,
-    /// Whether the default is on (restored after the A/B).
-    default: bool,
 }
 
 /// Split programs' memory planned by pieces of values, or the whole program's plan.
-pub const REPLAN: Switch = Switch {
-    name: "Split programs' memory",
-    set: janus::set_replan,
-    on: "pieces",
-    off: "whole plan",
-    default: true,
-};
+pub const REPLAN: Switch =
+    Switch { name: "Split programs' memory", set: |o, on| o.replan = on, on: "pieces", off: "whole plan" };
 
 /// Shared right factors packed once per run, or gemm for every product.
 pub const PACK: Switch =
-    Switch { name: "Shared right factors", set: janus::set_pack, on: "packed", off: "gemm", default: true };
-
-/// Cold operands fetched ahead during products, or not.
-pub const PREFETCH: Switch = Switch {
-    name: "Operands fetched ahead",
-    set: janus::set_prefetch,
-    on: "prefetch",
-    off: "none",
-    default: false,
-};
-
-/// Large arenas in 2 MiB pages, or in the allocator's memory.
-pub const HUGEPAGES: Switch = Switch {
-    name: "Large arenas",
-    set: janus::set_hugepages,
-    on: "huge pages",
-    off: "allocator",
-    default: false,
-};
+    Switch { name: "Shared right factors", set: |o, on| o.pack = on, on: "packed", off: "gemm" };
 
 /// Small steps between split steps split too, or left whole.
 pub const SPLIT_JOINS: Switch = Switch {
     name: "Small steps joining split chains",
-    set: janus::set_split_joins,
+    set: |o, on| o.split_joins = on,
     on: "split",
     off: "whole",
-    default: true,
 };
 
 /// Long steps taken by the first free worker, or kept where their split put them.
-pub const SHARE_LONG: Switch = Switch {
-    name: "Long steps",
-    set: janus::set_share_long,
-    on: "first free worker",
-    off: "pinned",
-    default: true,
-};
+pub const SHARE_LONG: Switch =
+    Switch { name: "Long steps", set: |o, on| o.share_long = on, on: "first free worker", off: "pinned" };
 
 /// Alternates `rounds` rounds of `warm` untimed and `timed_steps` timed calls of the step of
 /// learner 0 (the switch on) and learner 1 (off), in turns first; prints the medians, the
@@ -98,6 +66,7 @@ fn alternate(
     timed_steps: usize,
     mut steps: [Step; 2],
 ) -> String {
+    let before = janus::exec_options();
     let (mut all, mut ratios): ([Vec<f64>; 2], Vec<f64>) = Default::default();
     let mut per_round: [Vec<String>; 2] = Default::default();
     let (mut arena_mb, mut packed_mb) = ([0.0; 2], [0.0; 2]);
@@ -107,7 +76,9 @@ fn alternate(
         // Rounds alternate which setting runs first: the first of a round measured slower.
         for k in if round % 2 == 0 { [0, 1] } else { [1, 0] } {
             let step = &mut steps[k];
-            (sw.set)(k == 0);
+            let mut o = before;
+            (sw.set)(&mut o, k == 0);
+            janus::set_exec_options(o);
             janus::reset_caches();
             let mut times = Vec::with_capacity(timed_steps);
             for i in 0..warm + timed_steps {
@@ -129,7 +100,7 @@ fn alternate(
             ratios.push(medians[0] / medians[1]);
         }
     }
-    (sw.set)(sw.default);
+    janus::set_exec_options(before);
     let faster = ratios.iter().filter(|&&r| r < 1.0).count();
     let n = ratios.len();
     let [mut a, mut b] = all;
@@ -169,8 +140,11 @@ fn adam_steps<M: Clone + 'static>(
 /// The A/B table of `sw` for the three workloads (`quick`: a few rounds, a smoke run).
 pub fn ab(sw: Switch, quick: bool) {
     let rounds = if quick { 2 } else { 12 };
-    let Switch { name, on, off, default, .. } = sw;
-    let (on_d, off_d) = if default { (" (default)", "") } else { ("", " (default)") };
+    let Switch { name, on, off, .. } = sw;
+    let mut probe = janus::exec_options();
+    let default = probe;
+    (sw.set)(&mut probe, true);
+    let (on_d, off_d) = if probe == default { (" (default)", "") } else { ("", " (default)") };
     println!(
         "\n{name}: {on}{on_d} vs {off}{off_d}, alternated in one process ({rounds} rounds; the first not counted)\n"
     );

@@ -8,7 +8,6 @@
 //! - [`conv`]: im2col and col2im windows for convolution and pooling.
 //! - [`index`]: `index_select`, `gather`, their adjoints, `one_hot`.
 //! - [`philox`]: the counter-based Philox 4x32-10 random stream.
-//! - [`prefetch`]: software prefetch of memory a later step reads.
 //! - [`cuda`]: the same kernels on CUDA devices (generated from the same programs where
 //!   they are elementwise), loaded at run time.
 #![warn(missing_docs)]
@@ -23,7 +22,6 @@ pub mod index;
 pub mod matmul;
 pub mod parallel;
 pub mod philox;
-pub mod prefetch;
 pub mod reduce;
 pub mod simd_math;
 pub mod strided;

@@ -2,24 +2,8 @@
 //! [`Mode`] of `#[janus]` functions (the default from `JANUS_MODE`, overridden per thread, so
 //! tests running in parallel threads do not interfere).
 //!
-//! | variable | meaning |
-//! |---|---|
-//! | `JANUS_DUMP=DIR` | write every compiled graph (text, DOT, JSON) and a summary to `DIR` |
-//! | `JANUS_VERIFY=1` | verify graphs between passes (on by default in debug builds) |
-//! | `JANUS_SERIAL=1` | run compiled steps on the calling thread only (no two-worker schedule) |
-//! | `JANUS_PARALLEL=force` | testing: split every splittable step in halves and run every compiled program on two workers |
-//! | `JANUS_REPLAN=0` | keep the whole program's memory plan for its split steps (see [`set_replan`]) |
-//! | `JANUS_SPLIT_JOINS=0` | leave small steps between split steps whole, joining the two workers' chains (see [`set_split_joins`]) |
-//! | `JANUS_SHARE_LONG=0` | keep each long step on the worker its split assigned, instead of the first free one (see [`set_share_long`]) |
-//! | `JANUS_PACK=0\|1` | pack the right factors that several products share, once per run: `1` on, `0` off; unset, on where the CPU has AVX2 but not AVX-512 (see [`set_pack`]) |
-//! | `JANUS_PROFILE=1` | time every CPU executor step (serially); [`crate::profile_report`] prints the table |
-//! | `JANUS_TIMELINE=FILE` | append one two-worker run in 500 to FILE, step by step: worker, start, end, what, `#` step, `w` worker meant for |
-//! | `JANUS_MODE=eager\|janus\|check` | how `#[janus]` functions run (default `janus`) |
-//! | `JANUS_CHECK_EVERY=N` | in `janus` mode, also check every N-th replay of each variant against eager execution |
-//! | `JANUS_SELF_CHECK=0` | turn off the sampled self-check (replays 1, 2, 4, ..., 4096, then every 4096th) |
-//! | `JANUS_CUDA_WINDOWS=device` | run `unfold`, `fold` and max pooling on CUDA tensors as device kernels, not through the host |
-//! | `JANUS_LOG=info\|explain\|debug` | log staging decisions to stderr (installs a logger if none is set) |
-//! | `JANUS_MALLOC=0` | leave glibc's malloc thresholds as they are (see [`tune_malloc`]) |
+//! Every `JANUS_*` variable the code reads is listed in `docs/env_vars.md` (a test keeps the
+//! list and the code in step); the executor's switches are [`ExecOptions`].
 
 use std::cell::Cell;
 use std::path::PathBuf;
@@ -37,24 +21,6 @@ pub struct Config {
     /// Split every splittable step and run every program on two workers, however small
     /// (`JANUS_PARALLEL=force`, for tests of the parallel executor).
     pub force_parallel: bool,
-    /// Plan the memory of split programs again by pieces of values (on unless
-    /// `JANUS_REPLAN=0`; see [`set_replan`]).
-    pub replan: bool,
-    /// Split small steps that would join the two workers' row chains (on unless
-    /// `JANUS_SPLIT_JOINS=0`; see [`set_split_joins`]).
-    pub split_joins: bool,
-    /// Let either worker take a long step, even the half of a split one (on unless
-    /// `JANUS_SHARE_LONG=0`; see [`set_share_long`]).
-    pub share_long: bool,
-    /// Pack right factors that several `f32` products of a program share, once per run
-    /// (`JANUS_PACK=1` or `0`; `None`, unset: see [`pack`]).
-    pub pack: Option<bool>,
-    /// Fetch the cold operands of the fused steps after long products into the caches while
-    /// the products run (off unless `JANUS_PREFETCH=1`; `exec/cpu/prefetch.rs`).
-    pub prefetch: bool,
-    /// Put CPU arenas of at least 2 MiB in mappings of their own marked for transparent huge pages
-    /// (off unless `JANUS_HUGEPAGES=1`; `exec/cpu/pages.rs`, Linux only).
-    pub hugepages: bool,
     /// Time every CPU executor step (`JANUS_PROFILE=1`); profiled runs are serial.
     pub profile: bool,
     /// Where sampled two-worker runs are written step by step (`JANUS_TIMELINE=FILE`).
@@ -109,12 +75,6 @@ fn from_env() -> Config {
         verify: cfg!(debug_assertions) || std::env::var("JANUS_VERIFY").is_ok_and(|v| v == "1"),
         serial: std::env::var("JANUS_SERIAL").is_ok_and(|v| v == "1"),
         force_parallel: std::env::var("JANUS_PARALLEL").is_ok_and(|v| v == "force"),
-        replan: std::env::var("JANUS_REPLAN").map_or(true, |v| v != "0"),
-        split_joins: std::env::var("JANUS_SPLIT_JOINS").map_or(true, |v| v != "0"),
-        share_long: std::env::var("JANUS_SHARE_LONG").map_or(true, |v| v != "0"),
-        pack: std::env::var("JANUS_PACK").ok().map(|v| v != "0"),
-        prefetch: std::env::var("JANUS_PREFETCH").is_ok_and(|v| v == "1"),
-        hugepages: std::env::var("JANUS_HUGEPAGES").is_ok_and(|v| v == "1"),
         profile: std::env::var("JANUS_PROFILE").is_ok_and(|v| v == "1"),
         timeline: std::env::var_os("JANUS_TIMELINE").filter(|v| !v.is_empty()).map(PathBuf::from),
         mode: match std::env::var("JANUS_MODE").as_deref() {
@@ -139,132 +99,123 @@ fn from_env() -> Config {
     }
 }
 
-/// A process-wide override of a boolean setting: unset (the environment decides), off or on.
-struct Override(std::sync::atomic::AtomicU8);
+/// Switches of the compiled CPU executor, process-wide. Each default is the setting the bench
+/// measured to pay (`cargo run --release --example bench -- --only replan|pack|joins|long`
+/// alternates both sides of one switch in one process); they exist for such comparisons and
+/// for a program that shares its cores with other work (`serial`). Read them with
+/// [`exec_options`], change them with [`set_exec_options`]:
+///
+/// ```
+/// let mut o = janus_runtime::exec_options();
+/// o.serial = true; // run compiled steps on the calling thread only
+/// janus_runtime::set_exec_options(o);
+/// # o.serial = false;
+/// # janus_runtime::set_exec_options(o);
+/// ```
+///
+/// Programs compiled from then on use the new options (`serial` applies to every run).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ExecOptions {
+    /// Run every compiled program's steps on the calling thread (each kernel may still use
+    /// rayon), never on the two-worker schedule. Default: off, or `JANUS_SERIAL=1`.
+    pub serial: bool,
+    /// Plan the arena of a program whose steps split between the two workers again, by the
+    /// pieces of values the halves touch, so that no range is reused in a way that makes one
+    /// worker wait for the other; off keeps the plan made for the whole steps. Default: on.
+    pub replan: bool,
+    /// Also split steps too small to split for their own sake when they sit between split
+    /// steps (a cross-entropy's backward between an RNN's time steps), so that the workers'
+    /// chains stay apart. Default: on.
+    pub split_joins: bool,
+    /// Let whichever worker is free first take a long step (a weight gradient's product), also
+    /// the half of a split step assigned to the other worker. Which worker runs a step changes
+    /// no bits. Default: on.
+    pub share_long: bool,
+    /// Pack each right factor that two or more `f32` products of a program read, once per run,
+    /// and run those products with the packed AVX2 kernel (`janus_kernels::matmul::packed`);
+    /// off runs every product through gemm. Default: on where the CPU has AVX2 but not
+    /// AVX-512 (the packed kernel beat gemm on an AVX2 machine and was not measured against
+    /// gemm's AVX-512 kernels).
+    pub pack: bool,
+}
 
-impl Override {
-    const fn unset() -> Self {
-        Override(std::sync::atomic::AtomicU8::new(0))
-    }
-
-    fn set(&self, on: bool) {
-        self.0.store(if on { 2 } else { 1 }, std::sync::atomic::Ordering::Relaxed);
-    }
-
-    /// The override, else `env`.
-    fn get(&self, env: bool) -> bool {
-        match self.0.load(std::sync::atomic::Ordering::Relaxed) {
-            0 => env,
-            v => v == 2,
+impl Default for ExecOptions {
+    /// The defaults, `JANUS_SERIAL` included.
+    fn default() -> Self {
+        let avx2_only =
+            janus_kernels::simd_math::simd_level() == janus_kernels::simd_math::SimdLevel::Avx2Fma;
+        ExecOptions {
+            serial: config().serial,
+            replan: true,
+            split_joins: true,
+            share_long: true,
+            pack: avx2_only,
         }
     }
 }
 
-static SERIAL: Override = Override::unset();
-static REPLAN: Override = Override::unset();
-static SPLIT_JOINS: Override = Override::unset();
-static SHARE_LONG: Override = Override::unset();
-static PACK: Override = Override::unset();
-static PREFETCH: Override = Override::unset();
-static HUGEPAGES: Override = Override::unset();
+impl ExecOptions {
+    const SET: u8 = 1;
 
-/// Overrides `JANUS_SERIAL` for the whole process: `true` runs every compiled program's steps
-/// on the calling thread (each kernel may still use rayon), `false` allows the two-worker
-/// schedule. For benchmarks that compare both in one run.
-pub fn set_serial(serial: bool) {
-    SERIAL.set(serial);
+    fn bits(self) -> u8 {
+        Self::SET
+            | (self.serial as u8) << 1
+            | (self.replan as u8) << 2
+            | (self.split_joins as u8) << 3
+            | (self.share_long as u8) << 4
+            | (self.pack as u8) << 5
+    }
+
+    fn from_bits(b: u8) -> Self {
+        let on = |k: u8| b & (1 << k) != 0;
+        ExecOptions { serial: on(1), replan: on(2), split_joins: on(3), share_long: on(4), pack: on(5) }
+    }
 }
 
-/// Whether compiled programs run on the calling thread only (`JANUS_SERIAL=1` or
-/// [`set_serial`]).
-pub fn serial() -> bool {
-    SERIAL.get(config().serial)
+/// The options as bits (`ExecOptions::SET` once initialised): one atomic load per read, since
+/// every run reads `serial`.
+static EXEC_OPTIONS: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
+
+/// The executor's options now.
+pub fn exec_options() -> ExecOptions {
+    use std::sync::atomic::Ordering::Relaxed;
+    match EXEC_OPTIONS.load(Relaxed) {
+        0 => {
+            let defaults = ExecOptions::default().bits();
+            // A concurrent `set_exec_options` wins over the defaults.
+            match EXEC_OPTIONS.compare_exchange(0, defaults, Relaxed, Relaxed) {
+                Ok(_) => ExecOptions::from_bits(defaults),
+                Err(set) => ExecOptions::from_bits(set),
+            }
+        }
+        b => ExecOptions::from_bits(b),
+    }
 }
 
-/// Overrides `JANUS_REPLAN` for programs compiled from now on: `true` (the default) plans the
-/// arena of a program whose steps split between the two workers again, by the pieces of values
-/// the halves touch, so that no range is reused in a way that makes one worker wait for the
-/// other; `false` keeps the plan made for the whole steps. For benchmarks comparing both.
-pub fn set_replan(on: bool) {
-    REPLAN.set(on);
+/// Replaces the executor's options, for the whole process.
+pub fn set_exec_options(o: ExecOptions) {
+    EXEC_OPTIONS.store(o.bits(), std::sync::atomic::Ordering::Relaxed);
 }
 
-/// Whether split programs' memory is planned again by pieces (`JANUS_REPLAN`, [`set_replan`]).
-pub fn replan() -> bool {
-    REPLAN.get(config().replan)
+pub(crate) fn serial() -> bool {
+    exec_options().serial
 }
 
-/// Overrides `JANUS_SPLIT_JOINS` for programs compiled from now on: `true` (the default) also
-/// splits steps too small to split for their own sake when they sit between split steps, fed by
-/// the two halves and feeding split steps (a cross-entropy's backward between an RNN's time
-/// steps), so that the workers' chains stay apart and neither waits for the other at every
-/// step; `false` leaves them whole. For benchmarks comparing both.
-pub fn set_split_joins(on: bool) {
-    SPLIT_JOINS.set(on);
+pub(crate) fn replan() -> bool {
+    exec_options().replan
 }
 
-/// Whether small steps joining split chains split too (`JANUS_SPLIT_JOINS`, [`set_split_joins`]).
-pub fn split_joins() -> bool {
-    SPLIT_JOINS.get(config().split_joins)
+pub(crate) fn split_joins() -> bool {
+    exec_options().split_joins
 }
 
-/// Overrides `JANUS_SHARE_LONG` for programs compiled from now on: `true` (the default) lets
-/// whichever worker is free first take a long step (a weight gradient's product, tens of
-/// microseconds and up), also the half of a split step that its split assigned to the other
-/// worker, so that a slower core does not run the last long halves alone while the other idles;
-/// `false` keeps every half on its worker. Which worker runs a step changes no bits. For
-/// benchmarks comparing both.
-pub fn set_share_long(on: bool) {
-    SHARE_LONG.set(on);
+pub(crate) fn share_long() -> bool {
+    exec_options().share_long
 }
 
-/// Whether long steps go to the first free worker (`JANUS_SHARE_LONG`, [`set_share_long`]).
-pub fn share_long() -> bool {
-    SHARE_LONG.get(config().share_long)
-}
-
-/// Overrides `JANUS_PACK` for programs compiled from now on: `true` packs each right factor
-/// that two or more `f32` products of a program read, once per run, and runs those products
-/// with the packed AVX2 kernel (`janus_kernels::matmul::packed`; where the CPU has AVX2 and
-/// FMA); `false` runs every product through gemm. For benchmarks comparing both.
-pub fn set_pack(on: bool) {
-    PACK.set(on);
-}
-
-/// Whether programs pack shared right factors: [`set_pack`], else `JANUS_PACK`, else whether
-/// the CPU has AVX2 but not AVX-512. The packed kernel is AVX2 only: it beat gemm on an AVX2
-/// machine (README, "Performance"), and was not measured against gemm's AVX-512 kernels.
-pub fn pack() -> bool {
-    let auto = || janus_kernels::simd_math::simd_level() == janus_kernels::simd_math::SimdLevel::Avx2Fma;
-    PACK.get(config().pack.unwrap_or_else(auto))
-}
-
-/// Overrides `JANUS_PREFETCH` for programs compiled from now on: `true` has each long product
-/// of a CPU program first ask the caches for the operands and results of the fused steps that
-/// read its result, so that they arrive while the product computes; `false` (the default)
-/// leaves them to be read when those steps run. For benchmarks comparing both: on the machine
-/// it was measured on, it did not pay (README, "Performance").
-pub fn set_prefetch(on: bool) {
-    PREFETCH.set(on);
-}
-
-/// Whether CPU programs fetch operands ahead of the steps reading them (`JANUS_PREFETCH`,
-/// [`set_prefetch`]).
-pub fn prefetch() -> bool {
-    PREFETCH.get(config().prefetch)
-}
-
-/// Overrides `JANUS_HUGEPAGES` for arenas allocated from now on: `true` puts each CPU
-/// arena (of any dtype) of at least 2 MiB in a 2 MiB-aligned mapping of its own that asks Linux for
-/// transparent huge pages (`madvise`), `false` in the allocator's memory. For benchmarks
-/// comparing both.
-pub fn set_hugepages(on: bool) {
-    HUGEPAGES.set(on);
-}
-
-/// Whether large CPU arenas ask for huge pages ([`set_hugepages`], else `JANUS_HUGEPAGES`).
-pub fn hugepages() -> bool {
-    HUGEPAGES.get(config().hugepages)
+pub(crate) fn pack() -> bool {
+    exec_options().pack
 }
 
 /// Installs a minimal stderr logger for `JANUS_LOG` when the program set none.

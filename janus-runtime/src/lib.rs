@@ -65,10 +65,7 @@ pub use api::{Conv2dOptions, Scalar};
 pub use autograd::{Grads, is_grad_enabled, no_grad};
 pub use checkpoint::{LoadReport, load, load_partial, save};
 pub use compile::{Compiled, OutKind, Traced, trace};
-pub use config::{
-    Mode, hugepages, pack, prefetch, replan, serial, set_hugepages, set_pack, set_prefetch, set_replan,
-    set_serial, set_share_long, set_split_joins, share_long, split_joins,
-};
+pub use config::{ExecOptions, Mode, exec_options, set_exec_options};
 pub use device::Device;
 pub use error::{CheckpointError, DeviceError};
 pub use exec::{cached_arena_bytes, release_cached_arenas};

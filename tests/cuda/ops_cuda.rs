@@ -1,4 +1,5 @@
-//! Every op of DESIGN §12 on CUDA against the CPU: values, and gradients of a weighted sum.
+//! Every op of the op table (see docs/design.md, "Ops and gradients") on CUDA against the CPU:
+//! values, and gradients of a weighted sum.
 
 use super::{cuda, rel_error, tol};
 use janus::prelude::*;

@@ -1,7 +1,8 @@
-//! Differential fuzz: random well-typed programs over the DESIGN §12 ops, with broadcasting and
-//! size-0/size-1 dimensions, run eagerly and as compiled graphs (`janus::trace` replays, whose
-//! gradients go through the symbolically derived backward). Values must agree within 1e-5
-//! relative in f32 and 1e-10 in f64, gradients within 1e-4 and 1e-9 (a derived backward sums
+//! Differential fuzz: random well-typed programs over the ops of the op table (see
+//! docs/design.md, "Ops and gradients"), with broadcasting and size-0/size-1 dimensions, run
+//! eagerly and as compiled graphs (`janus::trace` replays, whose gradients go through the
+//! symbolically derived backward). Values must agree within 1e-5 relative in f32 and 1e-10 in
+//! f64, gradients within 1e-4 and 1e-9 (a derived backward sums
 //! in another order than eager's, and a gradient that cancels terms near 1 down to 0.006 moves
 //! by one f32 rounding step, 2e-5 of it: seed 14991; check mode uses the same gradient
 //! tolerance), and all exactly on special values: NaN, infinities and the sign of zero. 40% of the programs have such values among their inputs and constants.

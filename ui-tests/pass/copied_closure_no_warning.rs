@@ -1,6 +1,7 @@
 #![deny(warnings)]
-// Non-`move` closures are copied into the blocks that call them (DESIGN §13 rule 4), where the
-// copy shadows the user's binding; neither may be reported as unused, in any shape of use.
+// Non-`move` closures are copied into the blocks that call them (see docs/design.md, "Closures
+// and items"), where the copy shadows the user's binding; neither may be reported as unused, in
+// any shape of use.
 use janus::prelude::*;
 
 #[janus(dynamic(s))]

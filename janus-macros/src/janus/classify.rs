@@ -1,5 +1,6 @@
-//! Classification: which statements a block can stage (DESIGN §5), which stay host code, and
-//! which staged statements leave a borrow behind that must not cross a block's boundary.
+//! Classification: which statements a block can stage, which stay host code, and which staged
+//! statements leave a borrow behind that must not cross a block's boundary. See docs/design.md,
+//! "Classification".
 
 use super::scope::{Borrow, Env, mentioned, name, pattern_names};
 use quote::ToTokens;

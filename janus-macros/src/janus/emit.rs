@@ -1,6 +1,6 @@
-//! Emission of one fragment (DESIGN §5): the `static` fragment, the probes of its inputs, and a
-//! dispatch whose body arm runs the original statements once and hands their outputs to the
-//! runtime, and whose replay arm rebuilds those outputs.
+//! Emission of one fragment (see docs/design.md, "Emission"): the `static` fragment, the probes
+//! of its inputs, and a dispatch whose body arm runs the original statements once and hands their
+//! outputs to the runtime, and whose replay arm rebuilds those outputs.
 
 use super::expand::Ctx;
 use super::reads::Place;
@@ -14,7 +14,7 @@ use syn::{Expr, Ident, Stmt};
 pub(crate) struct Fragment<'a> {
     /// The run's statements as emitted.
     pub(crate) stmts: &'a [Stmt],
-    /// Closure definitions copied in front of them (DESIGN §13 rule 4).
+    /// Closure definitions copied in front of them (see docs/design.md, "Closures and items").
     pub(crate) copies: &'a [Stmt],
     pub(crate) inputs: &'a [Place],
     /// Places assigned, restored on replay.
@@ -25,8 +25,8 @@ pub(crate) struct Fragment<'a> {
     pub(crate) fixed: Vec<&'a Place>,
     /// The run's bindings that are used after it.
     pub(crate) defined: Vec<Ident>,
-    /// The whole function's body (DESIGN §8): a speculative fragment. Its `dynamic(..)`
-    /// scalars stay host values (the blocks inside it make them runtime inputs).
+    /// The whole function's body (see docs/design.md, "Speculation"): a speculative fragment.
+    /// Its `dynamic(..)` scalars stay host values (the blocks inside it make them runtime inputs).
     pub(crate) whole_function: bool,
 }
 
@@ -213,7 +213,7 @@ pub(crate) fn fragment(f: Fragment<'_>, ctx: &mut Ctx) -> Vec<Stmt> {
             #(#dyn_decl)*
             #(let #witnesses = ::janus::__private::Witness::new();)*
             // The closure's type is generic over every parameter in scope, an enclosing `impl`'s
-            // included, so it tells the instantiations apart (DESIGN §13 rule 10).
+            // included, so it tells the instantiations apart (see docs/design.md, "Keys").
             match __JANUS_FRAGMENT.enter(|| [#(#probes),*], ::janus::__private::Instance::of(&|| ())) {
                 ::janus::__private::Enter::Body(__janus_scope) => {
                     #run

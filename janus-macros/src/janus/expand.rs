@@ -1,7 +1,7 @@
 //! Expansion: every statement list of the function is partitioned (`partition.rs`: static runs,
 //! control flow, host statements); each static run with work in it becomes a fragment dispatch
-//! around the original statements (DESIGN §5), which appear once, verbatim (`emit.rs`), and
-//! control flow's bodies are expanded in turn.
+//! around the original statements, which appear once, verbatim (`emit.rs`), and control flow's
+//! bodies are expanded in turn. See docs/design.md, "The macro".
 
 use super::classify::{Kind, leaves_borrow};
 use super::emit;

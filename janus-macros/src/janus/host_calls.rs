@@ -1,5 +1,5 @@
 //! Helper calls whose values the key cannot see (see `janus_runtime::rt::host_values` for the
-//! runtime half, and `docs/design.md`).
+//! runtime half, and docs/design.md, "Host values the key cannot see").
 //!
 //! A *helper call* is a call of a free or associated function that is not the standard
 //! library's or janus's own (`temperature()`, `Config::depth()`), or of a method of `self`

@@ -24,8 +24,8 @@ pub(crate) struct Options {
     pub(crate) unroll: bool,
     /// Whether a block's graphs generalise over input dimensions that change between calls.
     pub(crate) dynamic_dims: bool,
-    /// Whole-function speculation (DESIGN §8): the body is also one fragment, recorded with
-    /// asserts on its decisions and replayed all-or-nothing.
+    /// Whole-function speculation (see docs/design.md, "Speculation"): the body is also one
+    /// fragment, recorded with asserts on its decisions and replayed all-or-nothing.
     pub(crate) speculate: bool,
     /// Failed speculations after which a key stays on the fragment path.
     pub(crate) max_failures: u32,

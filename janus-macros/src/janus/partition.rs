@@ -1,8 +1,8 @@
-//! Partitioning (DESIGN §5): a statement list becomes typed segments, in order: maximal runs of
-//! static statements (each with the scope it starts in and the names that must stay bound after
-//! it), control flow, and host statements. A static tail expression joins the run before it,
-//! bound to `__janus_tail`. Emission (`expand.rs`) turns runs into fragment dispatches and
-//! recurses into control flow; this stage decides nothing about code.
+//! Partitioning (see docs/design.md, "Classification"): a statement list becomes typed segments,
+//! in order: maximal runs of static statements (each with the scope it starts in and the names
+//! that must stay bound after it), control flow, and host statements. A static tail expression
+//! joins the run before it, bound to `__janus_tail`. Emission (`expand.rs`) turns runs into
+//! fragment dispatches and recurses into control flow; this stage decides nothing about code.
 
 use super::classify::{Kind, borrow_of, classify, is_effect, leaves_borrow, mutates_captures};
 use super::expand::mutable_names;

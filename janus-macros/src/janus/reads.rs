@@ -1,6 +1,7 @@
-//! Scope analysis of a run of static statements: the places it reads (its inputs, DESIGN §13
-//! rule 1) and the places it leaves changed (its outputs: assigned places, and places it may
-//! mutate through an implicit or explicit `&mut`, rule 2), and the locals it defines.
+//! Scope analysis of a run of static statements: the places it reads (its inputs) and the places
+//! it leaves changed (its outputs: assigned places, and places it may mutate through an implicit
+//! or explicit `&mut`), and the locals it defines. See docs/design.md, "Scope analysis: inputs
+//! and outputs".
 
 use super::scope::{Env, mentioned, name, pattern_names};
 use quote::ToTokens;

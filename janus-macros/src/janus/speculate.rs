@@ -1,4 +1,4 @@
-//! Whole-function speculation (DESIGN §8), the macro's part:
+//! Whole-function speculation (see docs/design.md, "Speculation"), the macro's part:
 //!
 //! - the **path**: every `if`/`while` condition reports the way it went
 //!   (`__private::branch`), every `match` arm and host `for` loop trip reports that it ran, so

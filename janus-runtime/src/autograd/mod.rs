@@ -1,6 +1,7 @@
-//! Reverse-mode autograd. The graph is owned by the tensors (DESIGN §13 rule 14): a tensor that
-//! needs gradients holds an `Arc` to the node that produced it, and a node holds its inputs. There
-//! is no global tape, so a forward pass that is never differentiated just drops.
+//! Reverse-mode autograd. The graph is owned by the tensors (see docs/design.md, "Autograd
+//! across host and graph"): a tensor that needs gradients holds an `Arc` to the node that
+//! produced it, and a node holds its inputs. There is no global tape, so a forward pass that is
+//! never differentiated just drops.
 //!
 //! `backward()` walks the nodes in reverse topological order and runs each node's VJP. Op nodes
 //! use the VJP rules of [`crate::ops`], written once in terms of `Tensor` ops; custom nodes (a

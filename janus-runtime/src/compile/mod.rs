@@ -34,7 +34,8 @@ enum OutGrad {
     Leaf(usize),
     /// Differentiable output number `k` of the derivative.
     Diff(usize),
-    /// Input `k` passed through: the caller's own handle is returned (DESIGN §13 rule 9).
+    /// Input `k` passed through: the caller's own handle is returned (see docs/design.md,
+    /// "Keys", aliasing).
     Input(usize),
     /// The same handle as output `k` (an earlier one), as in the eager call.
     Same(usize),

@@ -68,7 +68,7 @@ impl Executor {
     }
 
     /// Bytes of the packed right factors a CPU run holds besides its arena (see
-    /// [`crate::set_pack`]).
+    /// [`crate::ExecOptions::pack`]).
     pub fn packed_bytes(&self) -> usize {
         self.cpu.packed_bytes()
     }

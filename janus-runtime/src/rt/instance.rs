@@ -1,4 +1,4 @@
-//! Which instantiation of a generic function a block runs in (DESIGN §6, §13 rule 10).
+//! Which instantiation of a generic function a block runs in (see docs/design.md, "Keys").
 //!
 //! A block's `static` is shared by every instantiation of its function, including the
 //! instantiations of an enclosing generic `impl`, whose parameters the attribute on a method

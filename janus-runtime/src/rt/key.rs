@@ -1,4 +1,4 @@
-//! Fragment keys (DESIGN §6, §13 rules 8-10, 12): per input leaf its dtype, shape, device and
+//! Fragment keys (see docs/design.md, "Keys"): per input leaf its dtype, shape, device and
 //! grad flags; the constant leaves; the structure and type of every input (a `Grads` by its
 //! length and which input leaves it holds); which leaves are the same tensor (alias classes);
 //! the grad mode and execution mode; and the instantiation of the function (its generic
@@ -165,9 +165,9 @@ fn leaf_words(t: &Tensor, w: &mut impl Words) {
 }
 
 /// The leaves of a key's inputs, in order, with `Grads` entries resolved to the input leaves they
-/// belong to (DESIGN §13 rule 12): entries for leaves that are not inputs are ignored. Borrowed
-/// from the probes: a hit takes no reference count for them (an atomic operation each, see
-/// [`take_distinct`]).
+/// belong to (see docs/design.md, "Keys"): entries for leaves that are not inputs are ignored.
+/// Borrowed from the probes: a hit takes no reference count for them (an atomic operation each,
+/// see [`take_distinct`]).
 pub(crate) fn gather_leaves(inputs: &[Probed]) -> LeafRefs<'_> {
     // Plain loops: `SmallVec::extend` over nested adapters costs more than the pushes on
     // this per-call path.

@@ -1,6 +1,7 @@
-//! The runtime behind `#[janus]` (DESIGN §5-6): fragment dispatch, keys, probes, check mode,
-//! statistics. Users call [`Mode`], [`set_mode`], [`with_mode`], [`explain`], [`stats`],
-//! [`reset_stats`], [`reset_caches`] and [`set_self_check`] (re-exported at the crate root);
+//! The runtime behind `#[janus]` (see docs/design.md, "Probes and keys" and "Dispatch: profile,
+//! record, agree"): fragment dispatch, keys, probes, check mode, statistics. Users call
+//! [`Mode`], [`set_mode`], [`with_mode`], [`explain`], [`stats`], [`reset_stats`],
+//! [`reset_caches`] and [`set_self_check`] (re-exported at the crate root);
 //! what generated code calls lives in the hidden [`__private`] module, as serde does.
 
 mod check;
@@ -39,7 +40,7 @@ pub mod __private {
 }
 
 /// A host scalar named in `#[janus(dynamic(..))]`, as a scalar tensor: a runtime input of the
-/// graph instead of a constant baked into it (DESIGN §13 rule 13).
+/// graph instead of a constant baked into it (see docs/design.md, "Keys").
 pub trait DynamicScalar: Copy {
     /// The scalar as a rank-0 tensor of its own precision.
     fn to_tensor(self) -> Tensor;

@@ -1,8 +1,8 @@
 //! Probing a fragment's inputs and outputs. The macro cannot see types, so generated code asks
 //! through autoref specialization: a value whose type can be keyed (a tensor, a scalar, a
 //! module, a container of those) yields its leaves; any other type makes the block opaque.
-//! Containers decide on their element type at run time (DESIGN §13 rule 5), because `T` in
-//! `Vec<T>` may still be uninferred where the probe is written.
+//! Containers decide on their element type at run time (see docs/design.md, "Probes"), because
+//! `T` in `Vec<T>` may still be uninferred where the probe is written.
 
 use super::instance::erased_type_id;
 use crate::autograd::Grads;
@@ -343,7 +343,8 @@ impl<T> OutputOpaque<T> for Witness<T> {
 }
 
 /// Locals a block may mutate through an implicit `&mut` (method receivers, bare call
-/// arguments, `&mut x`), restored on replay (DESIGN §13 rule 2): modules are rebuilt in place.
+/// arguments, `&mut x`), restored on replay (see docs/design.md, "Scope analysis: inputs and
+/// outputs"): modules are rebuilt in place.
 pub trait InOutModule<T> {
     /// Probes the local after the block.
     fn inout_output(&self, value: &T, name: &'static str) -> Probed;

@@ -1,5 +1,6 @@
-//! Whole-function speculation (DESIGN §8): the commit check of a speculative replay, and what
-//! happens when an assert fails or the path changes while profiling.
+//! Whole-function speculation (see docs/design.md, "Speculation"): the commit check of a
+//! speculative replay, and what happens when an assert fails or the path changes while
+//! profiling.
 //!
 //! A `#[janus]` function's body is itself a fragment (`function#fn`) whose recording is
 //! speculative: decisions on tensor values (`to_bool()`, and `item()` compared in an `if` or

@@ -158,7 +158,7 @@ pub struct FragmentStats {
     /// Bytes of the arenas of its compiled graphs' CPU runs, over its keys' forward graphs and
     /// the backward graphs compiled so far (a snapshot, not a count).
     pub arena_bytes: usize,
-    /// Bytes of the packed copies of right factors (`janus::set_pack`) those runs keep next to
+    /// Bytes of the packed copies of right factors (`janus::ExecOptions::pack`) those runs keep next to
     /// their arenas, over the same graphs (a snapshot).
     pub packed_bytes: usize,
     /// Tensor ops the block's statements ran eagerly, by why they ran.
@@ -168,7 +168,8 @@ pub struct FragmentStats {
     pub keys: Vec<KeyStats>,
 }
 
-/// One key of a whole-function fragment (DESIGN §8), as `explain()` lists it.
+/// One key of a whole-function fragment (see docs/design.md, "Speculation"), as `explain()`
+/// lists it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct KeyStats {
     /// The key's inputs: a tensor's dims, a module's tensor count, host values.
@@ -446,7 +447,7 @@ pub fn explain() -> String {
             .map(|(r, n)| format!("{r}: {n}"))
             .collect();
         if f.name.ends_with("#fn") {
-            // A whole function (DESIGN §8): one speculative graph per key.
+            // A whole function (see docs/design.md, "Speculation"): one speculative graph per key.
             reasons.insert(0, format!("speculated: {} hits, {} assert failures", f.hits, f.assert_failures));
         }
         if reasons.is_empty() {

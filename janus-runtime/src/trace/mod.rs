@@ -1,12 +1,11 @@
-//! Tracing by execution (DESIGN §3): while a recording is active on this thread, every op
-//! computes as usual *and* appends a node. Tensors registered as inputs become graph inputs; an
-//! op on an unregistered tensor, a host read, or a panic (even a caught one) leaves the values
-//! correct but marks the recording unusable, with a typed reason. Recordings nest (a
-//! thread-local stack); ops record into the innermost.
+//! Tracing by execution (see docs/design.md, "Recording by execution"): while a recording is
+//! active on this thread, every op computes as usual *and* appends a node. Tensors registered as
+//! inputs become graph inputs; an op on an unregistered tensor, a host read, or a panic (even a
+//! caught one) leaves the values correct but marks the recording unusable, with a typed reason.
+//! Recordings nest (a thread-local stack); ops record into the innermost.
 //!
-//! Identity is a tensor's unique id (DESIGN §13 rule 8): the node of each tensor lives in a side
-//! table keyed by id, which holds a strong reference so the id stays meaningful until the
-//! recording ends.
+//! Identity is a tensor's unique id: the node of each tensor lives in a side table keyed by id,
+//! which holds a strong reference so the id stays meaningful until the recording ends.
 //!
 //! **Autograd boundaries.** The symbolic backward of a recording must cut the autograd graph
 //! exactly where eager mode cut it. So the recording tracks, per node, whether the value is
@@ -181,8 +180,8 @@ pub struct Recording {
     panics_at_start: u64,
     /// The device of the recorded values (rank-0 CPU scalars aside), once one is seen.
     device: Option<crate::Device>,
-    /// A whole-function recording (DESIGN §8): decisions on tensor values become asserts, host
-    /// statements make it unusable.
+    /// A whole-function recording (see docs/design.md, "Speculation"): decisions on tensor
+    /// values become asserts, host statements make it unusable.
     speculative: bool,
     /// The decisions on tensor values taken, as asserts: `(predicate node, value taken)`.
     asserts: Vec<(NodeId, bool)>,
@@ -538,8 +537,8 @@ pub struct RecordingGuard {
     done: bool,
 }
 
-/// Starts a whole-function recording (DESIGN §8): decisions on tensor values become asserts,
-/// host statements make it unusable.
+/// Starts a whole-function recording (see docs/design.md, "Speculation"): decisions on tensor
+/// values become asserts, host statements make it unusable.
 pub(crate) fn start_speculative() -> RecordingGuard {
     let mut rec = Recording::new(GraphBuilder::new(), true);
     rec.speculative = true;
@@ -662,7 +661,8 @@ impl RecordingGuard {
         let mut outs = Vec::with_capacity(outputs.len());
         for (index, t) in outputs.iter().enumerate() {
             let n = rec.node_of(t).ok_or(Unusable::UnknownOutput { index })?;
-            // A replay hands back the input itself for an input node (DESIGN §13 rule 9).
+            // A replay hands back the input itself for an input node (see docs/design.md,
+            // "Keys", aliasing).
             if rec.input_ids.get(&n).is_some_and(|&id| id != t.id()) {
                 return Err(Unusable::OutputAliasesInput { index });
             }

@@ -6,8 +6,8 @@
 //! steps that may run at the same time are ordered by the schedule whenever one writes a region
 //! the other touches. Inputs and constants are never written.
 
+use super::arena_buf::ArenaBuf;
 use super::packs::{PackPlan, Packs};
-use super::pages::ArenaBuf;
 use super::shelf::{self, Shelved};
 use crate::exec::lower::{BufRef, ValRef};
 use crate::exec::memory::dtype_slot;
@@ -165,21 +165,6 @@ impl<'a> Frame<'a> {
         // live buffer (checked above); no step writes them while this step runs (module docs).
         let data = unsafe { std::slice::from_raw_parts(self.region::<T>(v).add(v.offset), n) };
         Src::new(data, &v.strides, 0)
-    }
-
-    /// The address and length in bytes of the elements `v`'s layout reaches, for a prefetch. No
-    /// reference is made: another step may be writing them.
-    pub(crate) fn span_of(&self, v: &ValRef) -> (*const u8, usize) {
-        let n = v.layout().span();
-        if n == 0 {
-            return (std::ptr::null(), 0);
-        }
-        assert!(v.offset + n <= v.len, "a value lies inside its region");
-        janus_kernels::with_any_type!(v.dtype, T => {
-            // SAFETY: `v.offset` lies inside the region of `v.len` elements (checked above).
-            let p = unsafe { self.region::<T>(v).add(v.offset) };
-            (p.cast_const().cast(), n * std::mem::size_of::<T>())
-        })
     }
 
     /// `v`'s region as a dense slice for reading (the layout must be dense).

@@ -5,10 +5,9 @@
 //! buffer is allocated. Arenas of a MiB or more are lent for the run from a process-wide shelf
 //! instead (`shelf.rs`), so that the instances of a graph over many batch sizes share them.
 
+mod arena_buf;
 mod frame;
 mod packs;
-mod pages;
-mod prefetch;
 mod profile;
 mod replan;
 pub(crate) mod schedule;
@@ -94,8 +93,6 @@ pub(crate) struct CpuPlan {
     memo_cache: Vec<Mutex<Option<(Tensor, Tensor)>>>,
     /// The right factors that runs pack once for several products (`packs.rs`).
     packs: packs::PackPlan,
-    /// What each step fetches into the caches for the steps after it (`prefetch.rs`).
-    prefetch: prefetch::Prefetch,
 }
 
 impl CpuPlan {
@@ -131,7 +128,6 @@ impl CpuPlan {
             } else {
                 Default::default()
             },
-            prefetch: prefetch::Prefetch::new(split.as_ref().unwrap_or(l)),
             split,
             tuner: Default::default(),
             pool: RunPool::default(),
@@ -242,33 +238,22 @@ impl CpuPlan {
         let memos = if l.memos.is_empty() { Vec::new() } else { self.memos(l, dense) };
         {
             let frame = Frame::new(dense, &l.consts, &memos, arenas, &mut outs, (&self.packs, packed));
-            let (steps, vals, prefetch) = (&l.steps, &l.vals, &self.prefetch);
+            let (steps, vals) = (&l.steps, &l.vals);
             let t0 = tuning.then(std::time::Instant::now);
             let timeline = two_workers.then(profile::Timeline::sample).flatten();
             if two_workers {
                 let scratch = scratch.expect("two-worker runs take pooled state");
-                // A step's prefetch is timed with it: the timeline shows what it costs the step.
-                let run = |s: usize| {
-                    prefetch.issue(s, vals, &frame);
-                    steps::run_step(&steps[s], vals, &frame);
-                };
+                let run = |s: usize| steps::run_step(&steps[s], vals, &frame);
                 schedule::run_parallel(&self.schedule, scratch, &|s| match &timeline {
                     Some(tl) => tl.time(s, || run(s)),
                     None => run(s),
                 });
             } else if crate::profile::on() {
-                for (s, step) in steps.iter().enumerate() {
-                    crate::profile::step(
-                        || profile::label(l, step),
-                        || {
-                            prefetch.issue(s, vals, &frame);
-                            steps::run_step(step, vals, &frame)
-                        },
-                    );
+                for step in steps {
+                    crate::profile::step(|| profile::label(l, step), || steps::run_step(step, vals, &frame));
                 }
             } else {
-                for (s, step) in steps.iter().enumerate() {
-                    prefetch.issue(s, vals, &frame);
+                for step in steps {
                     steps::run_step(step, vals, &frame);
                 }
             }

@@ -1,7 +1,8 @@
-//! Running independent steps in parallel on two workers (DESIGN §13 rule 19): a step becomes
-//! ready when the steps producing its operands, and the readers of any arena range it reuses,
-//! are done. Ready steps are taken longest-remaining-path first, so the critical chain (an
-//! RNN's recurrence) is never starved by off-path work such as weight-gradient GEMMs.
+//! Running independent steps in parallel on two workers (see docs/design.md, "CPU executor"):
+//! a step becomes ready when the steps producing its operands, and the readers of any arena
+//! range it reuses, are done. Ready steps are taken longest-remaining-path first, so the
+//! critical chain (an RNN's recurrence) is never starved by off-path work such as
+//! weight-gradient GEMMs.
 
 use crate::exec::lower::{Lowered, ReduceKind, StepKind};
 use smallvec::SmallVec;
@@ -134,7 +135,7 @@ pub(crate) fn build(l: &Lowered) -> Schedule {
         // A long step goes to whichever worker is free first, even the half of a split step:
         // pinned, the slower core ran both of its weight-gradient halves at the LSTM step's
         // end (~0.5 and ~0.8 ms) while the other idled ~0.8 ms (`JANUS_TIMELINE`;
-        // `JANUS_SHARE_LONG=0` keeps them pinned). Which worker runs a step changes no bits,
+        // `ExecOptions::share_long` off keeps them pinned). Which worker runs a step changes no bits,
         // and a long step's time dwarfs the cost of writing lines the other core held (the
         // reason halves are pinned, see `STEAL_SPINS`).
         worker: {
@@ -581,7 +582,7 @@ mod tests {
     #[test]
     fn long_halves_go_to_either_worker_and_short_ones_stay_pinned() {
         if !crate::config::share_long() {
-            eprintln!("skipped: JANUS_SHARE_LONG=0 pins long halves");
+            eprintln!("skipped: ExecOptions::share_long is off");
             return;
         }
         crate::random::manual_seed(3);

@@ -17,7 +17,7 @@
 //! Smaller arenas stay with their executor: taking one from here costs a lock (~20 ns), which a
 //! run that walks a MiB of memory does not notice but a 200 ns hit would.
 
-use super::pages::ArenaBuf;
+use super::arena_buf::ArenaBuf;
 use std::sync::Mutex;
 
 /// Arenas at least this large are lent from the shelf instead of kept by their executor.

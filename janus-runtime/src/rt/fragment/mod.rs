@@ -1,4 +1,5 @@
-//! `Fragment`: one static block of a `#[janus]` function, and its dispatch (DESIGN §6).
+//! `Fragment`: one static block of a `#[janus]` function, and its dispatch (see docs/design.md,
+//! "Dispatch: profile, record, agree").
 //!
 //! For each call the generated code probes the block's inputs and calls [`Fragment::enter`]:
 //!
@@ -76,8 +77,8 @@ pub struct Site {
     /// A block whose recording has fewer ops than this, all on small tensors, runs eagerly
     /// from then on: replaying it would cost more than it saves.
     pub min_ops: u32,
-    /// The whole function's body (DESIGN §8): recorded speculatively (decisions on tensor
-    /// values become asserts) and replayed all-or-nothing.
+    /// The whole function's body (see docs/design.md, "Speculation"): recorded speculatively
+    /// (decisions on tensor values become asserts) and replayed all-or-nothing.
     pub speculative: bool,
     /// Failed speculations (an assert that did not hold, or a path that changed while
     /// profiling) after which a key stays on the fragment path.
