@@ -59,6 +59,10 @@
 pub use janus_macros::{Module, janus};
 pub use janus_runtime::*;
 
+/// The user guide (docs/guide/), compiled so that its code blocks run as doc tests.
+#[cfg(doctest)]
+mod guide;
+
 /// What the macros' expansions call (hidden; not for users).
 #[doc(hidden)]
 pub use janus_runtime::rt::__private;

@@ -35,6 +35,7 @@ mod backend;
 pub mod checkpoint;
 pub mod cuda;
 pub mod data;
+mod eager;
 pub mod module;
 pub mod nn;
 pub mod ops;

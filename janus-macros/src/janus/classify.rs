@@ -1,6 +1,7 @@
 //! Classification: which statements a block can stage, which stay host code, and which staged
 //! statements leave a borrow behind that must not cross a block's boundary. See docs/design.md,
-//! "Classification".
+//! "Classification". It also names janus's host functions and methods and recognises
+//! assertions, for `host_calls.rs` above it; it imports only `scope.rs`.
 
 use super::scope::{Borrow, Env, mentioned, name, pattern_names};
 use quote::ToTokens;
@@ -470,6 +471,21 @@ fn holds_borrow(e: &Expr) -> bool {
     }
 }
 
+/// The arguments of an assertion (`assert!`, `assert_eq!`, `debug_assert!`, ...), when they
+/// parse as expressions. Such a statement only checks: it fails on the same calls in a replay
+/// as in eager mode when its operands are keyed (sizes, host scalars passed in) or host reads
+/// (which end the recording), and its helper calls are wrapped like any other's, so it is not
+/// an effect that keeps a function from being speculated.
+pub(crate) fn assertion_args(m: &syn::Macro) -> Option<syn::punctuated::Punctuated<Expr, syn::Token![,]>> {
+    const ASSERTIONS: [&str; 6] =
+        ["assert", "assert_eq", "assert_ne", "debug_assert", "debug_assert_eq", "debug_assert_ne"];
+    let last = m.path.segments.last().map(|s| name(&s.ident))?;
+    if !ASSERTIONS.contains(&last.as_str()) {
+        return None;
+    }
+    m.parse_body_with(syn::punctuated::Punctuated::<Expr, syn::Token![,]>::parse_terminated).ok()
+}
+
 /// Whether a host statement has effects a whole-function graph could not replay: a macro
 /// (`println!`, `assert!`), `unsafe`, a call of a janus host function (`save`, `manual_seed`,
 /// ...), or a method call on something that is not a local (a static's atomic, a thread-local).
@@ -485,8 +501,8 @@ pub(crate) fn is_effect(s: &Stmt, env: &Env) -> bool {
             const PURE: [&str; 8] =
                 ["line", "column", "file", "module_path", "stringify", "concat", "cfg", "include_str"];
             let last = m.path.segments.last().map(|s| name(&s.ident)).unwrap_or_default();
-            // An assertion only checks (see `host_calls::assertion_args`).
-            if !PURE.contains(&last.as_str()) && super::host_calls::assertion_args(m).is_none() {
+            // An assertion only checks (see `assertion_args`).
+            if !PURE.contains(&last.as_str()) && assertion_args(m).is_none() {
                 self.found = true;
             }
         }

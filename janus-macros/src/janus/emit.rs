@@ -1,8 +1,10 @@
 //! Emission of one fragment (see docs/design.md, "Emission"): the `static` fragment, the probes
 //! of its inputs, and a dispatch whose body arm runs the original statements once and hands their
-//! outputs to the runtime, and whose replay arm rebuilds those outputs.
+//! outputs to the runtime, and whose replay arm rebuilds those outputs. Called by `expand.rs`
+//! (each block) and `speculate.rs` (the whole function); it imports neither, only the context
+//! (`ctx.rs`), the places (`reads.rs`) and names (`scope.rs`).
 
-use super::expand::Ctx;
+use super::ctx::Ctx;
 use super::reads::Place;
 use super::scope::{name, pattern_names};
 use proc_macro2::Span;

@@ -2,34 +2,24 @@
 //! control flow, host statements); each static run with work in it becomes a fragment dispatch
 //! around the original statements, which appear once, verbatim (`emit.rs`), and control flow's
 //! bodies are expanded in turn. See docs/design.md, "The macro".
+//!
+//! The driver, at the top of the macro's files: it calls partitioning, emission, speculation
+//! and the helper-call rewriting, and none of them imports it back (the context it threads
+//! through them is `ctx.rs`; the name helpers they share are `scope.rs`).
 
 use super::classify::{Kind, leaves_borrow};
+use super::ctx::Ctx;
 use super::emit;
 use super::host_calls::{self, Rewrite, Version};
-use super::options::Options;
 use super::partition::{Segment, declare, partition, partition_in};
 use super::reads::{Place, run_info};
-use super::scope::{Env, mentioned, name, pattern_names};
+use super::scope::{Env, mentioned, mutable_names, name, pattern_names};
 use super::speculate;
 use quote::ToTokens;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use syn::spanned::Spanned;
 use syn::visit_mut::VisitMut;
 use syn::{Block, Expr, FnArg, Ident, ItemFn, Pat, Stmt};
-
-/// What the expansion of one function needs to know.
-pub(crate) struct Ctx {
-    pub(crate) opts: Options,
-    pub(crate) function: String,
-    /// The next block's number.
-    pub(crate) next: u32,
-    /// While a block's split version is emitted: its block number, and the next part's.
-    pub(crate) part: Option<(u32, u32)>,
-    /// The last hoisted helper call's number (`__janus_cN`).
-    pub(crate) hoisted: u32,
-    /// Each hoisted local's call text, for the probes' labels.
-    pub(crate) labels: HashMap<String, String>,
-}
 
 /// Makes top-level bindings mutable (parameters, `let` and `for` patterns that are a plain
 /// name), so the replay can restore such a local through `&mut` whatever its declared
@@ -61,22 +51,6 @@ impl VisitMut for MakeMut {
         syn::visit_mut::visit_expr_for_loop_mut(self, f);
     }
     fn visit_item_mut(&mut self, _: &mut syn::Item) {}
-}
-
-/// Names a pattern binds mutably (after [`MakeMut`]).
-pub(crate) fn mutable_names(p: &Pat) -> Vec<String> {
-    struct Muts(Vec<String>);
-    impl<'a> syn::visit::Visit<'a> for Muts {
-        fn visit_pat_ident(&mut self, p: &'a syn::PatIdent) {
-            if p.mutability.is_some() {
-                self.0.push(name(&p.ident));
-            }
-            syn::visit::visit_pat_ident(self, p);
-        }
-    }
-    let mut m = Muts(Vec::new());
-    syn::visit::Visit::visit_pat(&mut m, p);
-    m.0
 }
 
 /// Rewrites the function: bindings made mutable, every block's statement lists transformed.

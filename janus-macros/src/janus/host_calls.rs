@@ -17,8 +17,12 @@
 //!   before its statement, so the statements before and after it form separate blocks and the
 //!   value is an input of the second, keyed like any host scalar. Source order holds: the call
 //!   runs where its statement starts, once per call.
+//!
+//! What is not a helper (janus's host functions and methods) and what an assertion is come from
+//! `classify.rs`, below this file; `partition.rs` and `expand.rs` call the rewriting.
 
-use super::scope::{Env, name, pattern_names};
+use super::classify::{HOST_FUNCTIONS, HOST_METHODS, assertion_args};
+use super::scope::{Env, mentioned, name, pattern_names};
 use quote::{ToTokens, quote_spanned};
 use std::collections::HashSet;
 use syn::spanned::Spanned;
@@ -63,12 +67,12 @@ pub(crate) fn is_helper_call(e: &Expr, env: &Env) -> bool {
                 || recursive
                 || PURE_ROOTS.contains(&first.as_str())
                 || PURE_FUNCTIONS.contains(&last.as_str())
-                || super::classify::HOST_FUNCTIONS.contains(&last.as_str()))
+                || HOST_FUNCTIONS.contains(&last.as_str()))
         }
         Expr::MethodCall(m) => {
             let on_self = matches!(&*m.receiver, Expr::Path(p) if p.path.is_ident("self"));
             let recursive = name(&m.method) == env.function;
-            on_self && !recursive && !super::classify::HOST_METHODS.contains(&name(&m.method).as_str())
+            on_self && !recursive && !HOST_METHODS.contains(&name(&m.method).as_str())
         }
         _ => false,
     }
@@ -170,7 +174,7 @@ impl<'e> Rewrite<'e> {
 
     fn mentions_bound(&self, e: &Expr) -> bool {
         let mut words = HashSet::new();
-        super::scope::mentioned(e.to_token_stream(), &mut words);
+        mentioned(e.to_token_stream(), &mut words);
         self.bound.iter().any(|b| b.iter().any(|n| words.contains(n)))
     }
 
@@ -265,21 +269,6 @@ impl VisitMut for Rewrite<'_> {
             m.tokens = args.to_token_stream();
         }
     }
-}
-
-/// The arguments of an assertion (`assert!`, `assert_eq!`, `debug_assert!`, ...), when they
-/// parse as expressions. Such a statement only checks: it fails on the same calls in a replay
-/// as in eager mode when its operands are keyed (sizes, host scalars passed in) or host reads
-/// (which end the recording), and its helper calls are wrapped like any other's, so it is not
-/// an effect that keeps a function from being speculated.
-pub(crate) fn assertion_args(m: &syn::Macro) -> Option<syn::punctuated::Punctuated<Expr, syn::Token![,]>> {
-    const ASSERTIONS: [&str; 6] =
-        ["assert", "assert_eq", "assert_ne", "debug_assert", "debug_assert_eq", "debug_assert_ne"];
-    let last = m.path.segments.last().map(|s| name(&s.ident))?;
-    if !ASSERTIONS.contains(&last.as_str()) {
-        return None;
-    }
-    m.parse_body_with(syn::punctuated::Punctuated::<Expr, syn::Token![,]>::parse_terminated).ok()
 }
 
 /// Wraps every helper call of `s` without a flag (see [`Version::Notify`]).

@@ -1,8 +1,13 @@
 //! `#[janus]`: parse the item and options, check it is a function the macro can stage, then
 //! expand it. Errors are `syn::Error`s spanned on the offending tokens; on error the original
 //! function is still emitted beside them, so later diagnostics and the IDE keep working.
+//!
+//! The files import one way, with no cycle (`tests/layering.rs` checks it), top to bottom:
+//! this file; `expand.rs` (the walk); `speculate.rs`; `emit.rs` and `partition.rs`;
+//! `host_calls.rs`; `classify.rs`, `reads.rs` and `ctx.rs`; `options.rs`; `scope.rs`.
 
 mod classify;
+mod ctx;
 mod emit;
 mod expand;
 mod host_calls;
@@ -50,14 +55,7 @@ pub(crate) fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
     let (Some(opts), true) = (opts, errors.is_none()) else {
         return with_original(errors.expect("an error was recorded"), item);
     };
-    let mut ctx = expand::Ctx {
-        opts,
-        function: scope::name(&f.sig.ident),
-        next: 0,
-        part: None,
-        hoisted: 0,
-        labels: Default::default(),
-    };
+    let mut ctx = ctx::Ctx::new(opts, scope::name(&f.sig.ident));
     let mut out = expand::function(f, &mut ctx);
     out.attrs.push(syn::parse_quote!(#[allow(unused_mut)]));
     quote!(#out)

@@ -3,11 +3,12 @@
 //! that must stay bound after it), control flow, and host statements. A static tail expression
 //! joins the run before it, bound to `__janus_tail`. Emission (`expand.rs`) turns runs into
 //! fragment dispatches and recurses into control flow; this stage decides nothing about code.
+//! It sits below `expand.rs`, which calls it, and imports only the analyses (`classify.rs`,
+//! `host_calls.rs`, `scope.rs`).
 
 use super::classify::{Kind, borrow_of, classify, is_effect, leaves_borrow, mutates_captures};
-use super::expand::mutable_names;
 use super::host_calls;
-use super::scope::{Env, mentioned, name, pattern_names};
+use super::scope::{Env, mentioned, mutable_names, name, pattern_names};
 use quote::ToTokens;
 use std::collections::HashSet;
 use syn::spanned::Spanned;

@@ -1,7 +1,8 @@
 //! Names and scopes: the locals in scope where a statement list is transformed, the names a
-//! pattern binds, and the names a piece of syntax mentions (for liveness). A name is compared
-//! without its raw prefix, since `r#type` and `type` would be one identifier were `type` not a
-//! keyword (`r#foo` and `foo` are the same local).
+//! pattern binds (and which of them mutably), and the names a piece of syntax mentions (for
+//! liveness). A name is compared without its raw prefix, since `r#type` and `type` would be
+//! one identifier were `type` not a keyword (`r#foo` and `foo` are the same local). The bottom
+//! of the macro's files: it imports none of them.
 
 use std::collections::{HashMap, HashSet};
 use syn::visit::Visit;
@@ -83,6 +84,23 @@ pub(crate) fn pattern_names(p: &Pat) -> Vec<syn::Ident> {
     let mut n = Names(Vec::new());
     n.visit_pat(p);
     n.0
+}
+
+/// Names a pattern binds mutably (`mut x`): after `expand.rs` has made the plain top-level
+/// bindings `mut`, the locals a block can restore.
+pub(crate) fn mutable_names(p: &Pat) -> Vec<String> {
+    struct Muts(Vec<String>);
+    impl<'a> Visit<'a> for Muts {
+        fn visit_pat_ident(&mut self, p: &'a syn::PatIdent) {
+            if p.mutability.is_some() {
+                self.0.push(name(&p.ident));
+            }
+            syn::visit::visit_pat_ident(self, p);
+        }
+    }
+    let mut m = Muts(Vec::new());
+    m.visit_pat(p);
+    m.0
 }
 
 /// Every identifier a piece of syntax mentions, including words inside macro arguments and

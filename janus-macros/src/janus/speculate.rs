@@ -12,9 +12,12 @@
 //! - the **wrapper**: the transformed body runs inside one more fragment (`function#fn`), whose
 //!   inputs are the parameters and whose outputs are the return value and the `&mut`
 //!   parameters.
+//!
+//! `expand.rs` calls these around its walk of the body; this file emits the wrapper through
+//! `emit.rs` and imports nothing from the walk.
 
+use super::ctx::Ctx;
 use super::emit;
-use super::expand::Ctx;
 use super::reads::Place;
 use super::scope::name;
 use quote::{ToTokens, quote};

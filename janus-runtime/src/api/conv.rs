@@ -3,8 +3,9 @@
 //! reduction over the unfolded windows. Gradients (input and weight) are the VJPs of those
 //! ops, so a compiled backward is made of the same primitives.
 
+use crate::eager::apply;
 use crate::error::{Composite, bail};
-use crate::ops::{F64Bits, Op, Unfold, Window2d, apply};
+use crate::ops::{F64Bits, Fold, Op, Unfold, Window2d};
 use crate::tensor::Tensor;
 
 /// Options of [`Tensor::conv2d`], with PyTorch's defaults: stride 1, no padding, dilation 1,
@@ -33,6 +34,20 @@ impl Tensor {
     #[track_caller]
     pub(crate) fn unfold_windows(&self, window: Window2d, pad_value: f64) -> Tensor {
         apply(Op::Unfold(Unfold { window, pad_value: F64Bits::new(pad_value) }), &[self])
+    }
+
+    /// col2im, `unfold_windows`' adjoint: `[C, kh, kw, N, OH, OW] -> [N, C, H, W]` with
+    /// `size = [H, W]`, summing every window's column into its taps (padding taps dropped).
+    #[track_caller]
+    pub(crate) fn fold_windows(&self, window: Window2d, size: [usize; 2]) -> Tensor {
+        apply(Op::Fold(Fold { window, size }), &[self])
+    }
+
+    /// `max_pool2d`'s backward: the cotangent `self` routed to the first maximum of each
+    /// window of `x`.
+    #[track_caller]
+    pub(crate) fn max_pool2d_backward(&self, window: Window2d, x: &Tensor) -> Tensor {
+        apply(Op::MaxPool2dBackward(window), &[x, self])
     }
 
     /// 2-D convolution (cross-correlation, as in PyTorch's `F.conv2d`) of `self` `[N, C, H, W]`

@@ -1,7 +1,8 @@
 //! Constructors: literals, fills, ranges and random tensors.
 
+use crate::eager::apply;
 use crate::error::bail;
-use crate::ops::{Arange, Constant, F64Bits, Full, Op, RandFill, apply, source::blocks_used};
+use crate::ops::{Arange, Constant, F64Bits, Full, Op, RandFill, source::blocks_used};
 use crate::shape::Shape;
 use crate::tensor::Tensor;
 use crate::{DType, Device, random};

@@ -1,7 +1,8 @@
 //! Elementwise methods: unary functions, arithmetic, comparisons, `where_cond`, conversions.
 
+use crate::eager::apply;
 use crate::error::{DeviceError, bail};
-use crate::ops::{BinaryOp, Cast, Clamp, CmpOp, F64Bits, Op, Powf, UnaryOp, apply};
+use crate::ops::{BinaryOp, Cast, Clamp, CmpOp, F64Bits, Op, Powf, UnaryOp};
 use crate::tensor::Tensor;
 use crate::{DType, Device};
 

@@ -4,6 +4,7 @@
 mod conv;
 mod create;
 mod elementwise;
+mod host;
 mod loss;
 mod norm;
 mod operators;

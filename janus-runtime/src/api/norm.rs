@@ -2,8 +2,9 @@
 //! and differentiate like any other code: `layer_norm`, `batch_norm` (functional: the new
 //! running statistics are returned, not stored), `dropout`, `masked_fill`, `tril`/`triu`.
 
+use crate::eager::apply;
 use crate::error::{Composite, bail};
-use crate::ops::{Arange, Op, apply};
+use crate::ops::{Arange, Op};
 use crate::tensor::Tensor;
 use crate::{DType, Device};
 

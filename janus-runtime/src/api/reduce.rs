@@ -1,6 +1,7 @@
 //! Reduction methods (sums and means, max/min/argmax, logsumexp, softmax) and `matmul`.
 
-use crate::ops::{Axis, DimList, Op, ReduceDim, Sum, apply};
+use crate::eager::apply;
+use crate::ops::{Axis, DimList, Op, ReduceDim, Sum};
 use crate::shape::Dim;
 use crate::tensor::Tensor;
 

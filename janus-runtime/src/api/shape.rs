@@ -1,8 +1,9 @@
 //! Shape methods: reshape, transposes, slicing, broadcasting, concatenation, indexing.
 
 use crate::DType;
+use crate::eager::apply;
 use crate::error::bail;
-use crate::ops::{Axis, BroadcastTo, IndexAdd, Narrow, OneHot, Op, Pad, Permute, Reshape, ScatterAdd, apply};
+use crate::ops::{Axis, BroadcastTo, IndexAdd, Narrow, OneHot, Op, Pad, Permute, Reshape, ScatterAdd};
 use crate::shape::{Dim, ReshapeSpec, Shape};
 use crate::tensor::Tensor;
 

@@ -1,8 +1,9 @@
 //! Sorting methods: `argsort`, `sort`, `topk`, and `Tensor::randperm`.
 
 use crate::DType;
+use crate::eager::apply;
 use crate::error::bail;
-use crate::ops::{ArgSort, Op, apply};
+use crate::ops::{ArgSort, Op};
 use crate::shape::Dim;
 use crate::tensor::Tensor;
 

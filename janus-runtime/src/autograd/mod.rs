@@ -15,23 +15,12 @@ pub use grads::Grads;
 use crate::autograd::sum::{GradPart, GradSum};
 use crate::error::bail;
 use crate::ops::Op;
-use crate::tensor::Tensor;
+pub(crate) use crate::tensor::GradMeta;
+use crate::tensor::{NodeRef, Tensor};
 use std::cell::Cell;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-
-/// A tensor's place in the autograd graph.
-#[derive(Clone, Default)]
-pub(crate) enum GradMeta {
-    /// Constant with respect to every parameter.
-    #[default]
-    None,
-    /// A leaf whose gradient `backward()` reports.
-    Leaf,
-    /// Output `index` of `node`.
-    Node(Arc<GradNode>, usize),
-}
 
 /// One recorded computation: its inputs (the edges to earlier nodes) and how to differentiate it.
 pub(crate) struct GradNode {
@@ -58,13 +47,25 @@ pub(crate) trait CustomBackward:
     fn backward(&self, inputs: &[Tensor], grads: &[Option<Tensor>]) -> Vec<Option<GradPart>>;
 }
 
+impl NodeRef {
+    /// A new autograd node over `inputs` (the edges to earlier nodes).
+    pub(crate) fn new(inputs: Vec<Tensor>, backward: NodeBackward) -> NodeRef {
+        NodeRef(Arc::new(GradNode { id: NEXT_NODE.fetch_add(1, Ordering::Relaxed), inputs, backward }))
+    }
+}
+
+impl std::ops::Deref for NodeRef {
+    type Target = GradNode;
+
+    fn deref(&self) -> &GradNode {
+        let any: &(dyn std::any::Any + Send + Sync) = &*self.0;
+        any.downcast_ref().expect("a tensor's autograd node is a GradNode")
+    }
+}
+
 static NEXT_NODE: AtomicU64 = AtomicU64::new(1);
 
 impl GradNode {
-    pub(crate) fn new(inputs: Vec<Tensor>, backward: NodeBackward) -> Arc<GradNode> {
-        Arc::new(GradNode { id: NEXT_NODE.fetch_add(1, Ordering::Relaxed), inputs, backward })
-    }
-
     fn num_outputs(&self) -> usize {
         match &self.backward {
             NodeBackward::Op { .. } => 1,
@@ -178,11 +179,11 @@ impl Tensor {
 }
 
 /// Post-order of the nodes reachable from `root` (inputs before the nodes that use them).
-fn topo_order(root: &Arc<GradNode>) -> Vec<Arc<GradNode>> {
+fn topo_order(root: &NodeRef) -> Vec<NodeRef> {
     let mut order = Vec::new();
     let mut seen = HashSet::new();
     // Iterative DFS: (node, next input to visit).
-    let mut stack: Vec<(Arc<GradNode>, usize)> = vec![(root.clone(), 0)];
+    let mut stack: Vec<(NodeRef, usize)> = vec![(root.clone(), 0)];
     seen.insert(root.id);
     while let Some((node, i)) = stack.pop() {
         if i < node.inputs.len() {
@@ -284,7 +285,7 @@ pub(crate) fn vjp_at(roots: &[(&Tensor, Tensor)], targets: &[Tensor]) -> Vec<Opt
     let places: Vec<Option<(u64, usize)>> = targets.iter().map(place).collect();
     let find = |t: &Tensor| place(t).and_then(|p| places.iter().position(|q| *q == Some(p)));
     let mut pending: HashMap<u64, Vec<GradSum>> = HashMap::new();
-    let mut order: Vec<Arc<GradNode>> = Vec::new();
+    let mut order: Vec<NodeRef> = Vec::new();
     let mut seen = HashSet::new();
     let mut deliver = |t: &Tensor, g: GradPart, pending: &mut HashMap<u64, Vec<GradSum>>| {
         if let Some(k) = find(t) {
@@ -305,7 +306,7 @@ pub(crate) fn vjp_at(roots: &[(&Tensor, Tensor)], targets: &[Tensor]) -> Vec<Opt
             && find(root).is_none()
             && seen.insert(n.id)
         {
-            let mut stack: Vec<(Arc<GradNode>, usize)> = vec![(n.clone(), 0)];
+            let mut stack: Vec<(NodeRef, usize)> = vec![(n.clone(), 0)];
             while let Some((node, i)) = stack.pop() {
                 if i < node.inputs.len() {
                     let input = &node.inputs[i];

@@ -130,7 +130,7 @@ impl Generic {
         {
             return (Executor::compile(g), ops);
         }
-        let (optimised, _) = crate::ops::uncounted(|| optimize(specialised));
+        let (optimised, _) = crate::eager::uncounted(|| optimize(specialised));
         (Executor::compile(optimised), ops)
     }
 

@@ -11,13 +11,14 @@ pub use generic::Generic;
 pub use function::{Traced, trace};
 
 use crate::autograd::sum::GradPart;
-use crate::autograd::{CustomBackward, GradMeta, GradNode, NodeBackward, is_grad_enabled};
+use crate::autograd::{CustomBackward, GradMeta, NodeBackward, is_grad_enabled};
 use crate::exec::{Executor, MemoryPlan};
 use crate::grad_graph::{Derivative, derive};
 use crate::graph::{Graph, GraphBuilder, Node, NodeId, NodeOp};
 use crate::ops::{F64Bits, Full, Op};
 use crate::passes::{PassStats, optimize};
 use crate::random;
+use crate::tensor::NodeRef;
 use crate::tensor::Tensor;
 use smallvec::SmallVec;
 use std::collections::HashMap;
@@ -128,7 +129,7 @@ impl Compiled {
         let t0 = Instant::now();
         let any_history = out_kinds.iter().any(|o| o.history);
         let (grad, mut to_run, num_residuals) = if any_history {
-            let d = crate::ops::uncounted(|| derive(&recorded, needs));
+            let d = crate::eager::uncounted(|| derive(&recorded, needs));
             let (fwd, n_res) = (d.forward.clone(), d.num_residuals);
             let parts =
                 GradParts { derivative: Arc::new(d), backward: Mutex::new(HashMap::new()), generic: None };
@@ -172,7 +173,7 @@ impl Compiled {
                 _ => og,
             });
         }
-        let (optimised, stats) = crate::ops::uncounted(|| optimize(to_run));
+        let (optimised, stats) = crate::eager::uncounted(|| optimize(to_run));
         crate::graph::dump::dump(&format!("{name}-forward"), &optimised);
         let exec = Executor::compile(optimised);
         Ok(Compiled {
@@ -347,7 +348,7 @@ impl Compiled {
             let edges: Vec<Tensor> = (d.grad_inputs.iter().map(|&k| inputs[k].clone()))
                 .chain(d.grad_leaves.iter().map(|&j| leaves[j].clone()))
                 .collect();
-            GradNode::new(
+            NodeRef::new(
                 edges,
                 NodeBackward::Custom(Box::new(Backward { compiled: self.clone(), residuals, sink })),
             )
@@ -381,7 +382,7 @@ impl Compiled {
             None => {
                 let specialised = without_cotangents(&g.derivative, mask);
                 let ops = op_calls(&specialised);
-                let (optimised, _) = crate::ops::uncounted(|| optimize(specialised));
+                let (optimised, _) = crate::eager::uncounted(|| optimize(specialised));
                 crate::graph::dump::dump(&format!("{}-backward", self.name), &optimised);
                 (Arc::new(Executor::compile(optimised)), ops)
             }
@@ -475,7 +476,7 @@ impl CustomBackward for Backward {
 
 impl Tensor {
     /// A handle of this value as output `index` of autograd node `node`.
-    pub(crate) fn with_node(self, node: Arc<GradNode>, index: usize) -> Tensor {
+    pub(crate) fn with_node(self, node: crate::tensor::NodeRef, index: usize) -> Tensor {
         Tensor::from_parts(
             self.shape_ref().clone(),
             self.dtype(),

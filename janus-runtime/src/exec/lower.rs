@@ -10,9 +10,10 @@
 
 use super::memory::MemoryPlan;
 use crate::DType;
+use crate::eager::eval;
 use crate::graph::fused::FusedProgram;
 use crate::graph::{Graph, NodeOp};
-use crate::ops::{Op, eval};
+use crate::ops::Op;
 use crate::shape::{Shape, Strides};
 use crate::tensor::Tensor;
 use janus_kernels::fused::Reg;

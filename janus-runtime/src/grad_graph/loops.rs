@@ -133,7 +133,7 @@ pub(super) fn augment(g: &Graph, active: &[bool]) -> (Graph, HashMap<usize, Loop
         if !outs.iter().any(|&a| a) {
             continue;
         }
-        let body = crate::ops::uncounted(|| derive(&spec.body, &needs));
+        let body = crate::eager::uncounted(|| derive(&spec.body, &needs));
         assert!(body.fresh_leaves.is_empty(), "loop bodies with new gradient leaves are not rolled");
         let n_out = spec.body.outputs.len();
         let mut stacked = spec.stacked.clone();

@@ -127,11 +127,11 @@ pub(crate) fn fold(p: &Fold, col: &Tensor, ty: &TensorType) -> Data {
 /// The two are adjoint linear maps: each one's VJP is the other (padding taps get no gradient).
 pub(crate) fn unfold_vjp(p: &Unfold, x: &Tensor, g: &Tensor) -> Tensor {
     let d = x.sizes();
-    super::apply(super::Op::Fold(Fold { window: p.window, size: [d[2], d[3]] }), &[g])
+    g.fold_windows(p.window, [d[2], d[3]])
 }
 
 pub(crate) fn fold_vjp(p: &Fold, g: &Tensor) -> Tensor {
-    super::apply(super::Op::Unfold(Unfold { window: p.window, pad_value: F64Bits::new(0.0) }), &[g])
+    g.unfold_windows(p.window, 0.0)
 }
 
 #[track_caller]
@@ -184,5 +184,5 @@ pub(crate) fn max_pool_backward(w: &Window2d, x: &Tensor, gy: &Tensor, ty: &Tens
 
 /// `max_pool2d`'s VJP: the cotangent routed to each window's winner.
 pub(crate) fn max_pool_vjp(w: &Window2d, x: &Tensor, g: &Tensor) -> Tensor {
-    super::apply(super::Op::MaxPool2dBackward(*w), &[&x.detach(), g])
+    g.max_pool2d_backward(*w, &x.detach())
 }

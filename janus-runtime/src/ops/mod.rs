@@ -3,9 +3,8 @@
 //! call and its gradient (VJP). The rules live next to each other in one family module per kind
 //! of op; this file is the index that dispatches to them.
 //!
-//! `apply` is the single entry point of every op: it checks and infers the result type,
-//! computes (when the inputs are concrete), attaches an autograd node when an input needs
-//! gradients, and records a graph node when a trace is active on this thread.
+//! Ops are data: this layer knows tensors but neither the backends, autograd nor recordings.
+//! [`crate::eager::apply`] is the single entry point that runs one.
 
 pub(crate) mod conv;
 pub(crate) mod elementwise;
@@ -18,7 +17,6 @@ pub(crate) mod sort;
 pub(crate) mod source;
 
 use crate::DType;
-use crate::autograd::{GradMeta, GradNode, NodeBackward, is_grad_enabled};
 use crate::shape::Shape;
 use crate::tensor::{Data, Tensor};
 
@@ -223,14 +221,8 @@ impl Op {
         }
     }
 
-    /// The eager kernel: computes the result from concrete operands, on their device (see
-    /// [`crate::backend`]).
-    #[track_caller]
-    pub(crate) fn compute(&self, x: &[&Tensor], ty: &TensorType) -> Data {
-        crate::backend::compute(self, x, ty)
-    }
-
-    /// The CPU kernel: computes the result from concrete CPU operands.
+    /// The CPU kernel: computes the result from concrete CPU operands (`to_device` is the
+    /// backend's: `crate::backend::compute`).
     #[track_caller]
     pub(crate) fn compute_cpu(&self, x: &[&Tensor], ty: &TensorType) -> Data {
         match self {
@@ -271,7 +263,7 @@ impl Op {
             Op::Fold(p) => conv::fold(p, x[0], ty),
             Op::MaxPool2d(w) => conv::max_pool(w, x[0], ty),
             Op::MaxPool2dBackward(w) => conv::max_pool_backward(w, x[0], x[1], ty),
-            Op::ToDevice(p) => crate::backend::transfer(x[0], p.device),
+            Op::ToDevice(_) => unreachable!("transfers run in backend::compute"),
             Op::Detach | Op::FreshLeaf => x[0].data().clone(),
         }
     }
@@ -342,69 +334,6 @@ impl Op {
             | Op::MaxPool2dBackward(_)
             | Op::Detach
             | Op::FreshLeaf => vec![None; x.len()],
-        }
-    }
-}
-
-thread_local! {
-    /// Eager op calls on this thread (for staging coverage, see `rt::coverage`).
-    static EAGER_OPS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
-}
-
-/// Eager op calls on this thread so far: every [`apply`] that computed values, outside
-/// [`uncounted`] work.
-pub(crate) fn eager_op_count() -> u64 {
-    EAGER_OPS.with(std::cell::Cell::get)
-}
-
-/// Runs `f` without counting its op calls: compile-time work (the constants a derivation's VJP
-/// rules make) is not the program's.
-pub(crate) fn uncounted<R>(f: impl FnOnce() -> R) -> R {
-    let before = eager_op_count();
-    let r = f();
-    EAGER_OPS.with(|c| c.set(before));
-    r
-}
-
-/// Computes `op` on concrete operands without recording, autograd or user-facing checks beyond
-/// the shape rule: how graph executors and passes evaluate primitive nodes.
-#[track_caller]
-pub(crate) fn eval(op: &Op, inputs: &[&Tensor]) -> Tensor {
-    let ty = op.infer(inputs);
-    let data = op.compute(inputs, &ty);
-    Tensor::from_parts(ty.shape, ty.dtype, Some(data), GradMeta::None)
-}
-
-/// Runs `op` on `inputs`: the one entry point every op goes through.
-#[track_caller]
-pub(crate) fn apply(op: Op, inputs: &[&Tensor]) -> Tensor {
-    let ty = op.infer(inputs);
-    // Not `bool::then`: `#[track_caller]` does not pass through closures.
-    let data = if inputs.iter().all(|t| t.is_concrete()) {
-        EAGER_OPS.with(|c| c.set(c.get() + 1));
-        Some(op.compute(inputs, &ty))
-    } else {
-        None
-    };
-    let grad = if is_grad_enabled() && op.is_differentiable() && inputs.iter().any(|t| t.needs_grad()) {
-        Some(inputs.iter().map(|&t| t.clone()).collect::<Vec<_>>())
-    } else {
-        None
-    };
-    match grad {
-        None => {
-            let out = Tensor::from_parts(ty.shape, ty.dtype, data, GradMeta::None);
-            crate::recorder::op(&op, inputs, &out, None);
-            out
-        }
-        Some(owned) => {
-            // The node saves the output without its grad history, so no reference cycle forms;
-            // a trace binds the saved copy to the same graph value.
-            let saved = Tensor::from_parts(ty.shape.clone(), ty.dtype, data.clone(), GradMeta::None);
-            let node = GradNode::new(owned, NodeBackward::Op { op: op.clone(), output: saved.clone() });
-            let out = Tensor::from_parts(ty.shape, ty.dtype, data, GradMeta::Node(node, 0));
-            crate::recorder::op(&op, inputs, &out, Some(&saved));
-            out
         }
     }
 }

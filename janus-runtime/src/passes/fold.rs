@@ -4,8 +4,9 @@
 
 use super::{PassStats, Rewriter};
 use crate::DType;
+use crate::eager::eval;
 use crate::graph::{Graph, Node, NodeOp};
-use crate::ops::{Constant, F64Bits, Full, Op, eval};
+use crate::ops::{Constant, F64Bits, Full, Op};
 use crate::tensor::Tensor;
 use smallvec::SmallVec;
 

@@ -104,7 +104,7 @@ pub(crate) fn flush_outside() {
     if OPEN.with(Cell::get) > 0 {
         return;
     }
-    let unclaimed = crate::ops::eager_op_count() - CLAIMED.with(Cell::get);
+    let unclaimed = crate::eager::eager_op_count() - CLAIMED.with(Cell::get);
     let delta = unclaimed - FLUSHED.with(|f| f.replace(unclaimed));
     if delta > 0 {
         OUTSIDE.fetch_add(delta, Ordering::Relaxed);
@@ -135,7 +135,7 @@ impl OpScope {
         OPEN.with(|o| o.set(o.get() + 1));
         OpScope {
             counter,
-            ops_at_start: crate::ops::eager_op_count(),
+            ops_at_start: crate::eager::eager_op_count(),
             claimed_at_start: CLAIMED.with(Cell::get),
         }
     }
@@ -143,7 +143,7 @@ impl OpScope {
 
 impl Drop for OpScope {
     fn drop(&mut self) {
-        let ran = crate::ops::eager_op_count() - self.ops_at_start;
+        let ran = crate::eager::eager_op_count() - self.ops_at_start;
         let nested = CLAIMED.with(Cell::get) - self.claimed_at_start;
         let own = ran - nested;
         self.counter.fetch_add(own, Ordering::Relaxed);

@@ -107,7 +107,7 @@ pub(super) fn stack_sequences(inputs: &[Probed]) -> Option<Stacked> {
             continue;
         }
         let refs: Vec<&Tensor> = p.leaves.iter().collect();
-        let stack = crate::ops::uncounted(|| Tensor::stack(&refs, 0));
+        let stack = crate::eager::uncounted(|| Tensor::stack(&refs, 0));
         rows.push((at, p.leaves.to_vec()));
         at += 1;
         out.push(Probed {

@@ -193,8 +193,9 @@ fn fused_sums_give_eager_bits_whole_and_split() {
 /// Max pooling and its backward split by samples, with the bits of eager execution.
 #[test]
 fn pooling_splits_by_samples_with_eager_bits() {
+    use crate::eager::apply;
+    use crate::ops::Op;
     use crate::ops::conv::Window2d;
-    use crate::ops::{Op, apply};
     let inputs = [Tensor::randn([8, 3, 10, 10]), Tensor::randn([8, 3, 4, 4])];
     let program = |x: &[Tensor]| {
         let w = Window2d { kernel: [3, 3], stride: [2, 2], padding: [1, 1], dilation: [1, 1] };
@@ -218,8 +219,9 @@ fn pooling_splits_by_samples_with_eager_bits() {
 /// parts of their rows and image planes, with the bits of eager execution.
 #[test]
 fn unfold_and_fold_split_in_parts_with_eager_bits() {
+    use crate::eager::apply;
     use crate::ops::conv::{Fold, Unfold, Window2d};
-    use crate::ops::{F64Bits, Op, apply};
+    use crate::ops::{F64Bits, Op};
     let w = Window2d { kernel: [3, 3], stride: [1, 1], padding: [1, 1], dilation: [1, 1] };
     let inputs = [Tensor::randn([5, 1, 6, 7]), Tensor::randn([2, 3, 3, 5, 6, 7])];
     let program = |x: &[Tensor]| {
