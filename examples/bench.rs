@@ -1,4 +1,4 @@
-//! The benchmark entry behind the README's performance table: each workload of the examples in
+//! The benchmark entry behind the README's results and docs/perf/: each workload of the examples in
 //! eager mode, in janus mode (with and without the sampled self-check) and in check mode,
 //! measured in interleaved repeats (so machine noise hits every mode alike), as medians of
 //! per-iteration times (like `shared/refbench`) and their ratios (the LSTM step also as one

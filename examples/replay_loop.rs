@@ -1,5 +1,5 @@
-//! Replays one block in a loop, for instruction counts and A/B timings of the hit path (README,
-//! "Performance", 2026-12-01):
+//! Replays one block in a loop, for instruction counts and A/B timings of the hit path (docs/perf/
+//! 2026-12-01.md):
 //! `cargo run --release --example replay_loop -- CALLS [no_kernel|tiny|act] [janus|eager]`.
 //! Under callgrind, `scripts/count_atomics.py` counts the instructions and the atomic
 //! operations (lock-prefixed instructions) each call executes.

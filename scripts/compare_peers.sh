@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Side-by-side run of the README performance table: each refbench peer script, then the janus
+# Side-by-side run behind the README's results table (docs/perf/ has every run): each refbench peer script, then the janus
 # bench, repeated. Usage: scripts/compare_peers.sh REFBENCH_DIR [PYTHON] [REPEATS] [OUT_DIR]
 # REFBENCH_DIR is the reference benchmark folder (../shared/refbench here); PYTHON is the
 # interpreter of the virtualenv its setup.sh builds (default /tmp/refvenv/bin/python).

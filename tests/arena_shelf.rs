@@ -1,4 +1,4 @@
-//! Large CPU arenas are shared by every compiled graph through one cache (`exec/cpu/shelf.rs`),
+//! Large CPU arenas are shared by every compiled graph through one cache (`exec/cpu/arena_cache.rs`),
 //! so a run often gets an arena another instance's run left full of its own values. That never
 //! shows in a result: each batch size gives the same bits whichever arena it ran in, and
 //! agrees with eager mode. A smaller batch after a larger one reuses the larger one's arena

@@ -168,7 +168,7 @@ fn check(seed: u64) -> Result<(), String> {
                         return Err(format!("{at}: gradient of {name} off by {e:e}"));
                     }
                 }
-                // A known deviation (README, "Dynamic shapes"): a sequence element that a rolled
+                // A known deviation (docs/guide/dynamic-shapes-and-loops.md): a sequence element that a rolled
                 // loop reads but whose value never reaches the result (a state the next trip
                 // overwrites without reading it) gets zeros through the stack, where eager mode
                 // gives no gradient. Zeros only, and only for sequence elements.

@@ -1,4 +1,4 @@
-//! Speculation on the flagship workload (README "Speculation: one graph per step"): the LSTM
+//! Speculation on the flagship workload (docs/guide/speculation.md): the LSTM
 //! language-model step with Adam runs as one graph per call after profiling, with no block
 //! dispatches and no eager ops, and equals eager mode over 50 steps (losses, parameters, Adam
 //! state); the step with gradient clipping written as a host decision stays one graph while the

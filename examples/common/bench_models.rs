@@ -92,7 +92,7 @@ pub fn gan_step(repeats: usize, steps: usize) -> Vec<Row> {
         if MODES[k].0 == Mode::Check {
             // Check mode starts every block from the initial models: after a few hundred
             // steps, Adam's steps on weights whose gradient sums cancel differ between the
-            // two summation orders by more than check mode's 1e-5 (README, "Models").
+            // two summation orders by more than check mode's 1e-5 (docs/perf/2026-11-24.md).
             let (od, og) = gan::optimisers(1e-3);
             learners[k] = (g0.clone(), d0.clone(), od, og);
         }

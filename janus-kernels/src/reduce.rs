@@ -130,7 +130,7 @@ pub fn sum<T: Float>(src: &[T], d: ReduceDims, out: &mut [T]) {
                 } else if d.inner >= 64 {
                     // Rows added in order with 64 running sums in registers (`[500, 128] ->
                     // [128]`: 3.1 µs against 4.3 for the passes below, a throwaway timing loop;
-                    // README, "2026-12-06").
+                    // docs/perf/2026-12-06.md).
                     o.fill(T::ZERO);
                     crate::strided::column_sums(s, d.inner, 0..d.n, o);
                 } else {

@@ -39,6 +39,7 @@ pub struct Config {
 }
 
 /// The configuration, read from the environment on first use.
+#[inline]
 pub fn config() -> &'static Config {
     static CONFIG: OnceLock<Config> = OnceLock::new();
     CONFIG.get_or_init(|| {
@@ -178,6 +179,7 @@ impl ExecOptions {
 static EXEC_OPTIONS: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
 
 /// The executor's options now.
+#[inline]
 pub fn exec_options() -> ExecOptions {
     use std::sync::atomic::Ordering::Relaxed;
     match EXEC_OPTIONS.load(Relaxed) {
@@ -198,22 +200,27 @@ pub fn set_exec_options(o: ExecOptions) {
     EXEC_OPTIONS.store(o.bits(), std::sync::atomic::Ordering::Relaxed);
 }
 
+#[inline]
 pub(crate) fn serial() -> bool {
     exec_options().serial
 }
 
+#[inline]
 pub(crate) fn replan() -> bool {
     exec_options().replan
 }
 
+#[inline]
 pub(crate) fn split_joins() -> bool {
     exec_options().split_joins
 }
 
+#[inline]
 pub(crate) fn share_long() -> bool {
     exec_options().share_long
 }
 
+#[inline]
 pub(crate) fn pack() -> bool {
     exec_options().pack
 }
@@ -262,6 +269,7 @@ thread_local! {
 }
 
 /// The mode on this thread.
+#[inline]
 pub fn mode() -> Mode {
     OVERRIDE.with(Cell::get).unwrap_or_else(|| config().mode)
 }

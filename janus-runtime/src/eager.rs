@@ -15,6 +15,7 @@ thread_local! {
 
 /// Eager op calls on this thread so far: every [`apply`] that computed values, outside
 /// [`uncounted`] work.
+#[inline]
 pub(crate) fn eager_op_count() -> u64 {
     EAGER_OPS.with(std::cell::Cell::get)
 }

@@ -67,6 +67,7 @@ pub(crate) struct TensorInner {
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
 /// A fresh, never reused tensor id.
+#[inline]
 pub(crate) fn fresh_id() -> u64 {
     // Each thread takes ids in blocks: one shared atomic per tensor cost about 5 ns of a
     // replay's output on the hit path. Ids stay unique, and increase in creation order within
@@ -85,6 +86,7 @@ pub(crate) fn fresh_id() -> u64 {
 }
 
 impl Tensor {
+    #[inline]
     pub(crate) fn from_parts(shape: Shape, dtype: DType, data: Option<Data>, grad: GradMeta) -> Tensor {
         let device = data.as_ref().map_or(Device::Cpu, |d| d.storage.device());
         // Written field by field into the allocation: `Arc::new` built the value on the stack
@@ -115,45 +117,54 @@ impl Tensor {
     }
 
     /// This handle's identity: unique among all tensors ever created in the process.
+    #[inline]
     pub fn id(&self) -> u64 {
         self.0.id
     }
 
     /// The dimensions, for the runtime's own use: not noted as a read by user code.
+    #[inline]
     pub(crate) fn sizes(&self) -> &[usize] {
         &self.0.shape
     }
 
     /// The shape, for the runtime's own use.
+    #[inline]
     pub(crate) fn shape_ref(&self) -> &Shape {
         &self.0.shape
     }
 
     /// Number of elements, for the runtime's own use.
+    #[inline]
     pub(crate) fn elems(&self) -> usize {
         self.0.shape.numel()
     }
 
     /// Number of dimensions.
+    #[inline]
     pub fn rank(&self) -> usize {
         self.0.shape.rank()
     }
 
     /// Element type.
+    #[inline]
     pub fn dtype(&self) -> DType {
         self.0.dtype
     }
 
     /// Device holding the storage.
+    #[inline]
     pub fn device(&self) -> Device {
         self.0.device
     }
 
     /// Whether two handles are the same tensor (same id).
+    #[inline]
     pub fn same(&self, other: &Tensor) -> bool {
         self.0.id == other.0.id
     }
 
+    #[inline]
     pub(crate) fn data(&self) -> &Data {
         match &self.0.data {
             Some(d) => d,
@@ -164,6 +175,7 @@ impl Tensor {
     /// Identity of the values this handle views: the storage allocation and the offset into it.
     /// Storage is never written after creation, so equal keys mean equal values (while a handle
     /// holding the storage keeps its address from being reused).
+    #[inline]
     pub(crate) fn storage_key(&self) -> (usize, usize) {
         let d = self.data();
         let ptr = match &d.storage {
@@ -174,21 +186,25 @@ impl Tensor {
     }
 
     /// Whether values exist (false only for symbolic tensors inside graph derivation).
+    #[inline]
     pub(crate) fn is_concrete(&self) -> bool {
         self.0.data.is_some()
     }
 
     /// Strides of this view (elements).
+    #[inline]
     pub(crate) fn strides(&self) -> &[usize] {
         &self.data().strides
     }
 
     /// Whether the view is row-major contiguous (offset may be non-zero).
+    #[inline]
     pub(crate) fn is_contiguous(&self) -> bool {
         self.layout().is_dense()
     }
 
     /// This view's shape, strides and offset.
+    #[inline]
     pub(crate) fn layout(&self) -> crate::layout::Layout<'_> {
         let d = self.data();
         crate::layout::Layout::new(self.sizes(), &d.strides, d.offset)

@@ -15,7 +15,7 @@ use std::panic::Location;
 impl Tensor {
     /// The dimensions. Shapes are always concrete, so this is not a host read; but inside a
     /// `#[janus]` block it keeps the block's graphs specialised to the sizes they saw (see
-    /// "Dynamic shapes" in the README).
+    /// docs/guide/dynamic-shapes-and-loops.md).
     #[doc(alias = "size", alias = "shape")]
     #[track_caller]
     #[inline]

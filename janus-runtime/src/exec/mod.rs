@@ -11,8 +11,8 @@ mod loops;
 pub(crate) mod lower;
 pub(crate) mod memory;
 
+pub use cpu::arena_cache::{cached_bytes as cached_arena_bytes, release as release_cached_arenas};
 pub(crate) use cpu::recycle_output_list;
-pub use cpu::shelf::{cached_bytes as cached_arena_bytes, release as release_cached_arenas};
 #[cfg(feature = "fault-injection")]
 pub use faults::{break_compiled_backward, break_fused_kernels};
 pub use memory::MemoryPlan;
@@ -62,7 +62,7 @@ impl Executor {
     }
 
     /// The memory plan CPU runs use: the two-worker program's (planned again by pieces, see
-    /// `cpu/replan.rs`) when the executor has one, else [`memory_plan`](Executor::memory_plan).
+    /// `cpu/split_memory.rs`) when the executor has one, else [`memory_plan`](Executor::memory_plan).
     pub fn run_memory_plan(&self) -> &MemoryPlan {
         self.cpu.run_memory_plan(&self.lowered)
     }

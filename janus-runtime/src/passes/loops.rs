@@ -19,7 +19,8 @@ pub(crate) fn run(mut g: Graph, stats: &mut PassStats) -> Graph {
             let mut s = (**spec).clone();
             let invariant = s.ins.iter().map(|k| *k == LoopIn::Invariant).collect();
             let body = std::mem::replace(&mut s.body, Graph::empty());
-            let (body, body_stats) = super::layout::with_invariant_inputs(invariant, || optimize(body));
+            let (body, body_stats) =
+                super::gemm_operands::with_invariant_inputs(invariant, || optimize(body));
             s.body = body;
             for (k, v) in body_stats.counts {
                 stats.add(k, v);

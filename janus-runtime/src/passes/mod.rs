@@ -8,7 +8,7 @@ pub(crate) mod dce;
 mod epilogue;
 mod fold;
 mod fuse;
-mod layout;
+mod gemm_operands;
 mod loops;
 mod simplify;
 
@@ -49,8 +49,8 @@ pub fn default_pipeline() -> Vec<(&'static str, Pass)> {
         ("epilogue", epilogue::run), // add(matmul, c) -> matmul_add (GEMM accumulates)
         ("fuse", fuse::run),         // elementwise chains -> fused register programs
         ("dce", dce::run),
-        ("layout", layout::run), // transposed GEMM right-hand sides -> one row-major copy
-        ("dce", dce::run),       // the transposes that layout left unread
+        ("gemm_operands", gemm_operands::run), // transposed GEMM right-hand sides -> one row-major copy
+        ("dce", dce::run),                     // the transposes that gemm_operands left unread
     ]
 }
 

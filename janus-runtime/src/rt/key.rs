@@ -200,8 +200,8 @@ pub(crate) fn gather_leaves(inputs: &[Probed]) -> LeafRefs<'_> {
 
 /// The leaves to pass to an executor, each distinct tensor once (aliases share a graph input),
 /// moved out of the probes: the probes' clones become the executor's inputs, with no second
-/// reference count taken and dropped per leaf (an atomic operation each; README,
-/// "Performance", 2026-12-01). The probes keep no leaves after this. Calls with a `Grads`
+/// reference count taken and dropped per leaf (an atomic operation each; docs/perf/
+/// 2026-12-01.md). The probes keep no leaves after this. Calls with a `Grads`
 /// input clone instead (the gradients are the map's).
 pub(crate) fn take_distinct(inputs: &mut [Probed], firsts: &[u32]) -> LeafList {
     if inputs.iter().any(|p| p.grads.is_some()) {

@@ -7,8 +7,8 @@
 //! the other touches. Inputs and constants are never written.
 
 use super::arena_buf::ArenaBuf;
-use super::packs::{PackPlan, Packs};
-use super::shelf::{self, Shelved};
+use super::arena_cache::{self as shelf, Shelved};
+use super::packed_factors::{PackPlan, Packs};
 use crate::exec::lower::{BufRef, ValRef};
 use crate::exec::memory::dtype_slot;
 use crate::tensor::Tensor;
@@ -16,7 +16,7 @@ use janus_kernels::strided::Src;
 use janus_kernels::{CpuBuffer, DType, Element};
 
 /// Per-dtype arenas, reused across runs: small ones kept in the executor's pool with the rest
-/// of the run state, large ones lent from the process-wide shelf for each run (`shelf.rs`).
+/// of the run state, large ones lent from the process-wide shelf for each run (`arena_cache.rs`).
 pub(crate) struct Arenas {
     f32: ArenaBuf<f32>,
     f64: ArenaBuf<f64>,

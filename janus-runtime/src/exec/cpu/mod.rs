@@ -3,16 +3,16 @@
 //! workers (`schedule.rs`). Each run takes its state from a pool (one per concurrent caller),
 //! so threads share compiled code but never buffers, and after the first run no intermediate
 //! buffer is allocated. Arenas of a MiB or more are lent for the run from a process-wide shelf
-//! instead (`shelf.rs`), so that the instances of a graph over many batch sizes share them.
+//! instead (`arena_cache.rs`), so that the instances of a graph over many batch sizes share them.
 
 mod arena_buf;
+pub(crate) mod arena_cache;
 mod frame;
-mod packs;
+mod packed_factors;
 mod profile;
-mod replan;
 pub(crate) mod schedule;
-pub(crate) mod shelf;
 mod split;
+mod split_memory;
 pub(crate) mod steps;
 
 use super::lower::{BufRef, Lowered};
@@ -30,14 +30,14 @@ pub(crate) fn split_min_cost() -> u64 {
 /// One run's arenas and two-worker scratch, boxed so that taking it from the pool and returning
 /// it moves a pointer, not the few hundred bytes of the state (callgrind: 250 instructions per
 /// replay).
-type RunState = Box<(Arenas, schedule::Scratch, packs::Packs)>;
+type RunState = Box<(Arenas, schedule::Scratch, packed_factors::Packs)>;
 
 /// The per-run states not in use, one per concurrent caller at most.
 #[derive(Default)]
 struct RunPool {
     /// The last state returned. Taking and returning it costs one atomic operation each: the
     /// mutex alone cost about 20 ns of a 210 ns hit (perf, `bench --only hit`).
-    spare: AtomicPtr<(Arenas, schedule::Scratch, packs::Packs)>,
+    spare: AtomicPtr<(Arenas, schedule::Scratch, packed_factors::Packs)>,
     /// States returned while `spare` was taken.
     #[allow(clippy::vec_box)]
     rest: Mutex<Vec<RunState>>,
@@ -91,8 +91,8 @@ pub(crate) struct CpuPlan {
     /// Per memo: the storage of the input it was made from (held, so its address stays
     /// unique), and the copy.
     memo_cache: Vec<Mutex<Option<(Tensor, Tensor)>>>,
-    /// The right factors that runs pack once for several products (`packs.rs`).
-    packs: packs::PackPlan,
+    /// The right factors that runs pack once for several products (`packed_factors.rs`).
+    packs: packed_factors::PackPlan,
 }
 
 impl CpuPlan {
@@ -111,7 +111,7 @@ impl CpuPlan {
         let split =
             split_min.and_then(|min| split::split_rows(l, min, |k| schedule::cost(l, k))).map(|mut s| {
                 if crate::config::replan() {
-                    replan::replan(&mut s);
+                    split_memory::replan(&mut s);
                 }
                 s
             });
@@ -124,7 +124,7 @@ impl CpuPlan {
         CpuPlan {
             schedule: schedule::build(split.as_ref().unwrap_or(l)),
             packs: if pack {
-                packs::PackPlan::new(l, split.as_ref().unwrap_or(l))
+                packed_factors::PackPlan::new(l, split.as_ref().unwrap_or(l))
             } else {
                 Default::default()
             },
@@ -218,7 +218,7 @@ impl CpuPlan {
         let stateless = l.plan.arena_len == [0; 4] && !two_workers && self.packs.is_empty();
         let mut pooled = None;
         let (arenas, scratch, packed) = if stateless {
-            (None, None, &packs::Packs::EMPTY)
+            (None, None, &packed_factors::Packs::EMPTY)
         } else {
             let run = self
                 .pool

@@ -476,7 +476,7 @@ const RECHECK_MAX: usize = RECHECK_FIRST << 8;
 /// the per-trip bodies of a rolled loop (tens of µs, where the two modes are close) often chose
 /// wrongly on this noisy 2-core machine, and the choice sticks: the LSTM stream's rolled steady
 /// state measured 1.18x the per-shape graphs with 5; with 15, 1.09-1.13x in three runs of five
-/// and 1.26x, 1.29x in the other two (README, "Dynamic shapes"), so it is narrowed, not settled.
+/// and 1.26x, 1.29x in the other two (docs/perf/2026-11-24.md), so it is narrowed, not settled.
 const TUNE_RUNS: usize = 15;
 /// The first replays touch fresh pages and cold caches: not timed.
 const TUNE_SKIP: usize = 2;

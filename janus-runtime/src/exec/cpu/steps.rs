@@ -2,7 +2,7 @@
 //! copies, random fills, and a generic path that runs an op's eager kernel.
 
 use super::frame::Frame;
-use super::packs::Packs;
+use super::packed_factors::Packs;
 use crate::DType;
 use crate::exec::lower::{NO_NODE, ReduceKind, Step, StepKind, ValRef};
 use crate::ops::TensorType;
@@ -53,7 +53,7 @@ fn product_dst<'a, T: Element>(
     }
 }
 
-/// An `f32` product whose right factor the program packs (`packs.rs`): packed on this run's
+/// An `f32` product whose right factor the program packs (`packed_factors.rs`): packed on this run's
 /// first use, then the packed kernel.
 fn matmul_packed<'a>(
     packs: &Packs,

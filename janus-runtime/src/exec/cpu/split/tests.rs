@@ -60,7 +60,7 @@ fn split_programs_match_eager_on_either_worker_count() {
         let mut rng = Rng(seed);
         // Up to 40 rows: a product contracting them (case 9) then splits by its contraction.
         // One program in four is 16 to 20 wide, so that its shared right factors (`x[1]`,
-        // `x[2]`) are packed (`packs.rs`).
+        // `x[2]`) are packed (`packed_factors.rs`).
         let c = if seed % 4 == 0 { 16 + rng.below(5) } else { 1 + rng.below(7) };
         let r = 2 + rng.below(39);
         let choices: Vec<usize> = (0..3 * (3 + rng.below(14))).map(|_| rng.below(1000)).collect();

@@ -4,8 +4,8 @@
 //! keep its run's arenas pooled for its next run. With a new batch size every call (CartPole
 //! with 256 environments trains on 6k to 126k rows, a new size each round), every instance kept
 //! an arena sized for its rows, and 18 instances held 2.3 GB where eager mode peaked at
-//! 0.42 GB; a third of the run went to the kernel zeroing fresh pages (README, "Large varying
-//! batches"). Arenas of at least [`MIN_BYTES`] therefore go back to this shelf after each run,
+//! 0.42 GB; a third of the run went to the kernel zeroing fresh pages (docs/perf/2026-12-04.md,
+//! large arenas shared). Arenas of at least [`MIN_BYTES`] therefore go back to this shelf after each run,
 //! and a run takes the smallest one that holds it. Fresh ones are rounded up to a size class
 //! (quarter powers of two), so that a slightly larger batch next round reuses the last one.
 //!

@@ -14,7 +14,7 @@
 //! before it, counting the steps it depends on ([`SETTLED_WORK`]); else the piece takes fresh
 //! space. The plan is kept only if its arena is no larger than the whole program's: on this
 //! 2-core machine a larger footprint cost the CNN and Transformer steps more than the
-//! couplings did (README, "Performance").
+//! couplings did (docs/perf/2026-11-28.md).
 
 use crate::exec::free::Fallback;
 use crate::exec::lower::{BufRef, Lowered, StepKind, ValRef};
