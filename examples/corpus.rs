@@ -75,7 +75,7 @@ fn median(v: &mut [f64]) -> f64 {
 fn main() {
     let args = Args::parse();
     println!(
-        "| program | steps | eager, s | janus, s | janus ÷ eager (each round) | median | coverage | graphs compiled |"
+        "| program | steps | eager, s | janus, s | speed-up, eager s ÷ janus s (each round) | median | coverage | graphs compiled |"
     );
     println!("|---|---:|---:|---:|---|---:|---:|---:|");
     let mut medians = Vec::new();
