@@ -260,7 +260,11 @@ impl CudaPlan {
                                 ReduceKind::Max => ReduceOp::Max,
                                 ReduceKind::Min => ReduceOp::Min,
                                 ReduceKind::ArgMax => ReduceOp::ArgMax,
-                                _ => ReduceOp::LogSumExp,
+                                ReduceKind::LogSumExp => ReduceOp::LogSumExp,
+                                // Matched above; listed so that a new kind must choose.
+                                ReduceKind::Softmax | ReduceKind::LogSoftmax => {
+                                    unreachable!("softmaxes run above")
+                                }
                             };
                             ko::reduce(dev, op, xv, &[1], o)?
                         }
